@@ -1,0 +1,80 @@
+"""Streaming activation capture with forward hooks, batch by batch.
+
+How a neuron's value is defined is part of every result (`NeuronDefinition`): for Conv/Linear
+layers the value is taken before (`pre`) or after (`post`) the element-wise activation that follows
+the layer; a conv neuron is a channel, its value the spatial mean (`channel-mean`) or, for
+element-wise criteria, every position (`element`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Iterator
+
+import numpy as np
+
+from workbench.core.errors import WorkbenchError
+from workbench.core.jobs import JobContext
+from workbench.core.layers import find_layer, layer_catalogue
+
+
+@dataclass(frozen=True)
+class NeuronDefinition:
+    layer: str
+    point: str = "post"          # "pre" or "post" the activation function
+    conv_neuron: str = "channel-mean"  # or "element"
+
+    def __post_init__(self):
+        if self.point not in ("pre", "post"):
+            raise WorkbenchError(f"Activation point {self.point!r} is unknown.", "Use 'pre' or 'post'.")
+        if self.conv_neuron not in ("channel-mean", "element"):
+            raise WorkbenchError(f"Conv neuron definition {self.conv_neuron!r} is unknown.",
+                                 "Use 'channel-mean' or 'element'.")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _reduce(out, conv_neuron: str):
+    if out.dim() == 4 and conv_neuron == "channel-mean":
+        return out.mean(dim=(2, 3))
+    return out.flatten(1)
+
+
+def stream_activations(ctx: JobContext, model, split, definitions: list[NeuronDefinition],
+                       input_shape, batch_size: int = 512, indices=None
+                       ) -> Iterator[tuple[int, dict[NeuronDefinition, np.ndarray], np.ndarray]]:
+    """Yield (start, {definition: (B, neurons) float32}, predictions) for each batch of `split`."""
+    import torch
+
+    catalogue = layer_catalogue(model, input_shape)
+    modules = dict(model.named_modules())
+    captured: dict[NeuronDefinition, torch.Tensor] = {}
+    handles = []
+    for d in definitions:
+        layer = find_layer(catalogue, d.layer)
+        hook_at = layer.activation if d.point == "post" and layer.activation else d.layer
+        handles.append(modules[hook_at].register_forward_hook(
+            lambda mod, inp, out, d=d: captured.__setitem__(d, _reduce(out.detach(), d.conv_neuron))))
+    device = ctx.device
+    model.to(device)
+    total = len(split) if indices is None else len(indices)
+    try:
+        with torch.no_grad():
+            for start, x, _ in split.batches(batch_size, indices):
+                captured.clear()
+                logits = model(x.to(device))
+                yield start, {d: captured[d].float().cpu().numpy() for d in definitions}, \
+                    logits.argmax(1).cpu().numpy()
+                ctx.progress(min(start + batch_size, total), total, "activations")
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def collect_activations(ctx: JobContext, model, split, definition: NeuronDefinition, input_shape,
+                        batch_size: int = 512, indices=None) -> np.ndarray:
+    """All activations of one layer for a split, stacked: (N, neurons)."""
+    parts = [acts[definition] for _, acts, _ in
+             stream_activations(ctx, model, split, [definition], input_shape, batch_size, indices)]
+    return np.concatenate(parts) if parts else np.zeros((0, 0), np.float32)

@@ -1,0 +1,235 @@
+"""Readers for users' own data: IDX folders, NPZ, HDF5, ImageFolder trees and torchvision sets.
+
+Every reader returns a `Dataset` with images in [0, 1] and refuses bad files with a message that
+names the file and the check that failed. Nothing here downloads unless the user asks for it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from workbench.core.data import (Dataset, DatasetCard, Split, as_image_array, as_labels,
+                                 check_unit_range, to_nchw)
+from workbench.core.errors import WorkbenchError
+
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp"}
+
+
+def load_path(path: str | os.PathLike) -> Dataset:
+    """Load a dataset from a file or folder, choosing the reader by what is there."""
+    p = Path(path)
+    if p.is_dir():
+        if any(_is_idx_name(f.name) for f in p.iterdir()):
+            return load_idx_folder(p)
+        return load_image_folder(p)
+    suffix = p.suffix.lower()
+    if suffix == ".npz":
+        return load_npz(p)
+    if suffix in (".h5", ".hdf5"):
+        return load_hdf5(p)
+    raise WorkbenchError(f"Don't know how to read {p.name} as a dataset.",
+                         "Give a folder of IDX files or class sub-folders, a .npz or a .h5 file.")
+
+
+def _class_names(stored, labels: list[np.ndarray]) -> list[str]:
+    if stored is not None:
+        return [s.decode() if isinstance(s, bytes) else str(s) for s in np.asarray(stored).tolist()]
+    top = max((int(l.max()) for l in labels if l.size), default=0)
+    return [str(i) for i in range(top + 1)]
+
+
+def _make(path: Path, parts: dict[str, tuple], class_names, title: str) -> Dataset:
+    labels = {k: as_labels(y, what=f"{path.name} {k} labels") for k, (_, y) in parts.items()}
+    names = _class_names(class_names, list(labels.values()))
+    splits = {k: Split(x, labels[k]) for k, (x, _) in parts.items()}
+    return Dataset(path.stem, names, splits, DatasetCard(title, str(path), "as given by the user"),
+                   recipe={"path": str(path)})
+
+
+# --- IDX -------------------------------------------------------------------------------------------
+
+def _is_idx_name(name: str) -> bool:
+    return "idx" in name and ("images" in name or "labels" in name)
+
+
+def load_idx_folder(folder: Path) -> Dataset:
+    """Pair `*images*`/`*labels*` IDX files by split prefix (train / t10k or test)."""
+    from workbench.core.dataset_registry import load_idx_pair
+
+    files = [f for f in folder.iterdir() if _is_idx_name(f.name)]
+    splits = {}
+    for split, prefixes in (("train", ("train",)), ("test", ("t10k", "test"))):
+        imgs = [f for f in files if f.name.startswith(prefixes) and "images" in f.name]
+        labs = [f for f in files if f.name.startswith(prefixes) and "labels" in f.name]
+        if imgs and labs:
+            splits[split] = load_idx_pair(imgs[0], labs[0])
+        elif imgs or labs:
+            raise WorkbenchError(f"{folder}: the {split} split has an images file or a labels file but not both.",
+                                 "Put the matching *-images-idx3-ubyte and *-labels-idx1-ubyte files side by side.")
+    if not splits:
+        raise WorkbenchError(f"{folder} holds no IDX image/label pairs.",
+                             "Name them like train-images-idx3-ubyte(.gz) and train-labels-idx1-ubyte(.gz).")
+    names = _class_names(None, [s.labels for s in splits.values()])
+    if len(names) == 10 and "fashion" in folder.name.lower():
+        from workbench.core.dataset_registry import FASHION_CLASSES
+        names = FASHION_CLASSES
+    return Dataset(folder.name, names, splits, DatasetCard(folder.name, str(folder), "as given by the user"),
+                   recipe={"path": str(folder)})
+
+
+# --- NPZ -------------------------------------------------------------------------------------------
+
+def load_npz(path: Path) -> Dataset:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            data = {k: z[k] for k in z.files}
+    except ValueError as exc:
+        raise WorkbenchError(f"{path.name} holds pickled Python objects, which are never loaded.",
+                             "Save plain arrays: np.savez(path, x=images, y=labels).") from exc
+    except (OSError, EOFError, Exception) as exc:  # zipfile.BadZipFile and friends
+        raise WorkbenchError(f"Cannot read {path.name} as an NPZ file: {exc}",
+                             "Check the file is complete; write it with numpy.savez.") from exc
+    if "x" in data and "y" in data:
+        parts = {"test": (data["x"], data["y"])}
+    elif "x_train" in data or "x_test" in data:
+        parts = {s: (data[f"x_{s}"], data[f"y_{s}"]) for s in ("train", "test")
+                 if f"x_{s}" in data and f"y_{s}" in data}
+    else:
+        raise WorkbenchError(f"{path.name} has arrays {sorted(data)}; expected x and y "
+                             "(or x_train, y_train, x_test, y_test).", "Rename the arrays accordingly.")
+    parts = {k: (as_image_array(x, f"{path.name} {k} images"), y) for k, (x, y) in parts.items()}
+    return _make(path, parts, data.get("class_names"), path.name)
+
+
+# --- HDF5 ------------------------------------------------------------------------------------------
+
+class H5Images:
+    """An HDF5 image dataset read batch by batch, converted to N×C×H×W on the fly."""
+
+    def __init__(self, dataset, what: str):
+        self._ds = dataset
+        self._what = what
+        probe = to_nchw(np.asarray(dataset[:1]), what)
+        self.shape = (len(dataset),) + probe.shape[1:]
+        self.dtype = np.dtype(np.uint8) if dataset.dtype == np.uint8 else np.dtype(np.float32)
+        if not (dataset.dtype == np.uint8 or np.issubdtype(dataset.dtype, np.floating)):
+            raise WorkbenchError(f"{what} have dtype {dataset.dtype}; expected uint8 or float.",
+                                 "Store 8-bit pixels or floats in [0, 1].")
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            raw = self._ds[index]
+        else:
+            index = np.asarray(index)
+            order = np.argsort(index)  # h5py reads increasing indices only
+            unique, inverse = np.unique(index[order], return_inverse=True)
+            raw = self._ds[unique][inverse][np.argsort(order)]
+        out = to_nchw(np.asarray(raw), self._what)
+        if out.dtype != np.uint8:
+            out = out.astype(np.float32)
+            check_unit_range(out, self._what)
+        return out
+
+
+def load_hdf5(path: Path) -> Dataset:
+    import h5py
+
+    try:
+        f = h5py.File(path, "r")
+    except OSError as exc:
+        raise WorkbenchError(f"Cannot open {path.name} as HDF5: {exc}", "Check the file is a complete HDF5 file.") from exc
+    groups = {"test": f} if "x" in f and "y" in f else {s: f[s] for s in ("train", "test") if s in f}
+    groups = {k: g for k, g in groups.items() if "x" in g and "y" in g}
+    if not groups:
+        f.close()
+        raise WorkbenchError(f"{path.name} has no datasets x and y at the root or in groups train/test.",
+                             "Write images to 'x' and labels to 'y'.")
+    parts = {k: (H5Images(g["x"], f"{path.name} {k} images"), g["y"][:]) for k, g in groups.items()}
+    return _make(path, parts, f.attrs.get("class_names"), path.name)
+
+
+# --- ImageFolder -----------------------------------------------------------------------------------
+
+def _read_class_tree(root: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    from PIL import Image
+
+    classes = sorted(d.name for d in root.iterdir() if d.is_dir())
+    images, labels = [], []
+    for label, name in enumerate(classes):
+        for f in sorted((root / name).iterdir()):
+            if f.suffix.lower() in IMAGE_SUFFIXES:
+                try:
+                    with Image.open(f) as im:
+                        images.append(np.asarray(im.convert("L" if im.mode in ("L", "1", "I", "P") else "RGB")))
+                except OSError as exc:
+                    raise WorkbenchError(f"Cannot read image {f}: {exc}", "Remove or replace the damaged file.") from exc
+                labels.append(label)
+    if not images:
+        raise WorkbenchError(f"{root} holds no images in class sub-folders.",
+                             "Lay the folder out as root/<class name>/*.png.")
+    shapes = {im.shape for im in images}
+    if len(shapes) > 1:
+        raise WorkbenchError(f"{root} holds images of different sizes: {sorted(shapes)[:4]}.",
+                             "Resize the images to one size first.")
+    return as_image_array(np.stack(images), str(root)), np.array(labels, dtype=np.int64), classes
+
+
+def load_image_folder(root: Path) -> Dataset:
+    """root/<class>/*.png, optionally under root/train and root/test; classes sorted by name."""
+    sub = {s: root / s for s in ("train", "test") if (root / s).is_dir()}
+    if not sub:
+        sub = {"test": root}
+    parts, class_names = {}, None
+    for split, folder in sub.items():
+        x, y, classes = _read_class_tree(folder)
+        if class_names is not None and classes != class_names:
+            raise WorkbenchError(f"{root}: train and test have different class folders.",
+                                 "Give both splits the same class sub-folders.")
+        class_names = classes
+        parts[split] = (x, y)
+    return _make(root, parts, class_names, root.name)
+
+
+# --- torchvision -----------------------------------------------------------------------------------
+
+TORCHVISION_SETS = ("MNIST", "FashionMNIST", "KMNIST", "CIFAR10", "CIFAR100", "SVHN")
+
+
+def torchvision_cache() -> Path:
+    import platformdirs
+
+    return Path(os.environ.get("WORKBENCH_DATA_CACHE", platformdirs.user_cache_dir("dl-workbench"))) / "torchvision"
+
+
+def load_torchvision(name: str, download: bool = False, root: str | os.PathLike | None = None) -> Dataset:
+    """A torchvision dataset from a cache folder; downloads only when `download` is asked for."""
+    if name not in TORCHVISION_SETS:
+        raise WorkbenchError(f"Unknown torchvision dataset {name!r}.", f"Choose one of {', '.join(TORCHVISION_SETS)}.")
+    import torchvision
+
+    root = Path(root) if root else torchvision_cache()
+    cls = getattr(torchvision.datasets, name)
+    splits = {}
+    try:
+        for split, train in (("train", True), ("test", False)):
+            kw = {"split": "train" if train else "test"} if name == "SVHN" else {"train": train}
+            ds = cls(str(root), download=download, **kw)
+            x = np.asarray(ds.data)
+            y = np.asarray(ds.labels if name == "SVHN" else ds.targets)
+            splits[split] = Split(as_image_array(x, name), as_labels(y))
+    except (RuntimeError, OSError) as exc:
+        action = ("The download failed; check the network connection." if download else
+                  f"It is not in {root}. Download it once with network access (torchvision:{name} with download).")
+        raise WorkbenchError(f"torchvision dataset {name} could not be loaded: {exc}", action) from exc
+    classes = [str(c) for c in getattr(cls, "classes", [])] or None
+    if classes is None or len(classes) < max(int(s.labels.max()) for s in splits.values()) + 1:
+        classes = _class_names(None, [s.labels for s in splits.values()])
+    return Dataset(f"torchvision-{name}", classes, splits,
+                   DatasetCard(name, f"torchvision.datasets.{name} in {root}", "see the dataset's own terms"),
+                   recipe={"name": f"torchvision:{name}"})

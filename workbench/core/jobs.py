@@ -1,0 +1,89 @@
+"""One way to run long work, shared by the CLI and the GUI.
+
+A job is a plain function whose first argument is a `JobContext`. It reports progress, hands out
+partial results and checks for cancellation through the context; it never knows whether a
+terminal progress bar or a Qt worker thread is listening. Cancellation is cooperative:
+`progress()` and `check()` raise `Cancelled` once `cancel()` was called, so a job that reports at
+least once per batch stops within a batch.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+from workbench.core.errors import Cancelled
+
+ProgressCallback = Callable[[int, int, str], None]
+PartialCallback = Callable[[Any], None]
+
+
+def resolve_device(name: str = "auto"):
+    """`auto` is CUDA when present, else the CPU; anything else is passed to torch as given."""
+    import torch
+
+    from workbench.core.errors import WorkbenchError
+
+    if name in (None, "", "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError as exc:
+        raise WorkbenchError(f"Unknown device {name!r}.", "Use auto, cpu, cuda or cuda:N.") from exc
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise WorkbenchError(f"Device {name!r} was asked for, but no CUDA GPU is available.",
+                             "Use --device cpu (or auto).")
+    return device
+
+
+def device_description(device) -> str:
+    """A short human name for a device: 'CPU' or 'CUDA: <GPU name>'."""
+    import torch
+
+    if device.type == "cuda":
+        return f"CUDA: {torch.cuda.get_device_name(device)}"
+    return "CPU"
+
+
+class JobContext:
+    """What a running job sees of the world: progress, partial results, cancellation, device."""
+
+    def __init__(self, device: str = "auto", on_progress: ProgressCallback | None = None,
+                 on_partial: PartialCallback | None = None):
+        self._device_name = device
+        self._device = None
+        self._on_progress = on_progress
+        self._on_partial = on_partial
+        self._cancel = threading.Event()
+        self.started = time.monotonic()
+
+    @property
+    def device(self):
+        """The torch device the job should compute on, resolved on first use."""
+        if self._device is None:
+            self._device = resolve_device(self._device_name)
+        return self._device
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def check(self) -> None:
+        """Raise `Cancelled` if the job was cancelled."""
+        if self._cancel.is_set():
+            raise Cancelled()
+
+    def progress(self, done: int, total: int, message: str = "") -> None:
+        """Report `done` of `total` steps and stop here if the job was cancelled."""
+        self.check()
+        if self._on_progress is not None:
+            self._on_progress(done, total, message)
+
+    def partial(self, result: Any) -> None:
+        """Hand out an intermediate result (a curve point, a heatmap row) for views to show."""
+        if self._on_partial is not None:
+            self._on_partial(result)

@@ -1,0 +1,83 @@
+"""The layer catalogue of a model, read off one dry run with forward hooks.
+
+A neuron is one output unit of a layer; for a layer with a spatial output (N, C, H, W) a neuron is a
+channel, as in DeepImportance. For each Conv/Linear layer the catalogue also names the element-wise
+activation applied right after it, so activations can be taken before or after that function.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from workbench.core.errors import WorkbenchError
+
+ELEMENTWISE = ("ReLU", "LeakyReLU", "ELU", "GELU", "SiLU", "Sigmoid", "Tanh", "Softplus", "ReLU6", "Hardtanh")
+
+
+@dataclass
+class LayerInfo:
+    name: str
+    type: str
+    output_shape: tuple[int, ...]  # without the batch dimension
+    neurons: int
+    parameters: int
+    activation: str | None = None  # the element-wise activation module applied to this output
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["output_shape"] = list(self.output_shape)
+        return d
+
+
+def neuron_count(shape: tuple[int, ...]) -> int:
+    """Channels for (C, H, W) outputs, features for (F,), elements otherwise."""
+    if len(shape) == 3:
+        return int(shape[0])
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n
+
+
+def layer_catalogue(module, input_shape: tuple[int, int, int]) -> list[LayerInfo]:
+    """Every leaf layer in execution order with its output shape and neuron count."""
+    import torch
+
+    leaves = [(n, m) for n, m in module.named_modules() if n and not list(m.children())]
+    seen: list[tuple[str, object, tuple]] = []
+    handles = []
+    try:
+        for name, m in leaves:
+            handles.append(m.register_forward_hook(
+                lambda mod, inp, out, name=name: seen.append((name, mod, tuple(out.shape[1:])))
+                if isinstance(out, torch.Tensor) else None))
+    except RuntimeError:  # TorchScript modules take no Python hooks
+        for h in handles:
+            h.remove()
+        return [LayerInfo(n, type(m).__name__, (), 0, sum(p.numel() for p in m.parameters())) for n, m in leaves]
+    try:
+        with torch.no_grad():
+            module(torch.zeros((1, *input_shape)))
+    except Exception as exc:
+        raise WorkbenchError(f"The model does not accept inputs of shape {tuple(input_shape)}: {exc}",
+                             "Check the model's input shape against the dataset's image shape.") from exc
+    finally:
+        for h in handles:
+            h.remove()
+    catalogue = []
+    for i, (name, mod, shape) in enumerate(seen):
+        info = LayerInfo(name, type(mod).__name__, shape, neuron_count(shape),
+                         sum(p.numel() for p in mod.parameters(recurse=False)))
+        if i + 1 < len(seen) and type(seen[i + 1][1]).__name__ in ELEMENTWISE and seen[i + 1][2] == shape \
+                and info.type not in ELEMENTWISE:
+            info.activation = seen[i + 1][0]
+        catalogue.append(info)
+    return catalogue
+
+
+def find_layer(catalogue: list[LayerInfo], name: str) -> LayerInfo:
+    for layer in catalogue:
+        if layer.name == name:
+            return layer
+    raise WorkbenchError(f"The model has no layer {name!r}.",
+                         f"Valid layers: {', '.join(l.name for l in catalogue)}.")

@@ -1,0 +1,278 @@
+"""Loading and saving classifiers safely, with a descriptor of what each model expects.
+
+Accepted: the workbench's own checkpoints (a dict of plain data and tensors), plain state_dicts
+(`.pt`, `.pth`, `.safetensors`) into a named zoo or plugin architecture, TorchScript archives and
+`torch.export` programs (`.pt2`). Everything goes through `torch.load(weights_only=True)`; a full
+pickle is loaded only when the caller passes `trust=True` because the user said they trust the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import tempfile
+import zipfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from workbench.core.errors import WorkbenchError
+from workbench.core.models import get_architecture
+from workbench.core.resources import resources_dir
+
+CHECKPOINT_FORMAT = "workbench-checkpoint"
+CHECKPOINT_VERSION = 1
+
+
+@dataclass
+class ModelInfo:
+    """What a model expects and where it came from."""
+
+    name: str
+    source: str
+    format: str
+    arch: str | None = None
+    input_shape: tuple[int, int, int] | None = None
+    class_names: list[str] | None = None
+    value_range: tuple[float, float] = (0.0, 1.0)
+    card: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["input_shape"] = list(self.input_shape) if self.input_shape else None
+        d["value_range"] = list(self.value_range)
+        return d
+
+
+@dataclass
+class LoadedModel:
+    """A classifier in eval mode with its descriptor."""
+
+    module: "torch.nn.Module"
+    info: ModelInfo
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    def fingerprint(self) -> str:
+        """A short hash of the weights: results computed with other weights are told apart by it."""
+        h = hashlib.sha256()
+        for key, tensor in self.module.state_dict().items():
+            h.update(key.encode())
+            h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        return h.hexdigest()[:16]
+
+
+# --- bundled models ----------------------------------------------------------------------------
+
+ADVERTORCH_MODELS = {"advertorch-lenet5-clean": "mnist_lenet5_clntrained.pt",
+                     "advertorch-lenet5-adv": "mnist_lenet5_advtrained.pt"}
+ADVERTORCH_INSTALL = "pip install --no-deps advertorch==0.2.3"
+
+
+def _advertorch_file(name: str) -> Path | None:
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("advertorch_examples")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / "trained_models" / ADVERTORCH_MODELS[name]
+    return path if path.exists() else None
+
+
+def bundled_models() -> list[dict]:
+    """The model cards of the bundled weights, plus advertorch's two when installed."""
+    cards = []
+    for card_path in sorted((resources_dir() / "models").glob("*.json")):
+        card = json.loads(card_path.read_text())
+        card["path"] = str(card_path.with_suffix(".pt"))
+        card["available"] = card_path.with_suffix(".pt").exists()
+        cards.append(card)
+    for name in ADVERTORCH_MODELS:
+        path = _advertorch_file(name)
+        cards.append({
+            "name": name, "arch": "advertorch-lenet5", "dataset": "mnist",
+            "title": f"advertorch MNIST LeNet5, {'adversarially' if name.endswith('adv') else 'cleanly'} trained",
+            "source": "advertorch 0.2.3 (installed package, loaded by path, never copied)",
+            "licence": "LGPL-3.0", "path": str(path) if path else "", "available": path is not None,
+            "install": "" if path else ADVERTORCH_INSTALL, "class_names": [str(i) for i in range(10)],
+            "input_shape": [1, 28, 28]})
+    return cards
+
+
+def resolve_model(spec: str) -> tuple[Path, dict]:
+    """A bundled name or a path → (file, card); the card is empty for a user's file."""
+    for card in bundled_models():
+        if card["name"] == spec:
+            if not card["available"]:
+                raise WorkbenchError(f"Bundled model {spec!r} is not available here.",
+                                     f"Install it with: {card.get('install') or 'reinstall the workbench'}")
+            return Path(card["path"]), card
+    path = Path(spec)
+    if not path.exists():
+        names = ", ".join(c["name"] for c in bundled_models())
+        raise WorkbenchError(f"No model file {spec!r} and no bundled model of that name.",
+                             f"Give a path to a .pt/.pth/.pt2/.safetensors file, or one of: {names}.")
+    return path, {}
+
+
+# --- loading -----------------------------------------------------------------------------------
+
+def _sidecar(path: Path) -> dict:
+    for candidate in (path.with_name(path.name + ".json"), path.with_suffix(".json")):
+        if candidate.exists() and candidate != path:
+            try:
+                return json.loads(candidate.read_text())
+            except json.JSONDecodeError as exc:
+                raise WorkbenchError(f"The model descriptor {candidate.name} is not valid JSON: {exc}",
+                                     "Fix or delete the descriptor file.") from exc
+    return {}
+
+
+def _is_torchscript(path: Path) -> bool:
+    if not zipfile.is_zipfile(path):
+        return False
+    with zipfile.ZipFile(path) as z:
+        return any(n.split("/", 1)[-1].startswith("code/") for n in z.namelist())
+
+
+def _state_dict_diff(module, state: dict) -> str:
+    own = module.state_dict()
+    missing = [k for k in own if k not in state]
+    extra = [k for k in state if k not in own]
+    shapes = [f"{k}: file {tuple(state[k].shape)} vs model {tuple(own[k].shape)}"
+              for k in own if k in state and tuple(state[k].shape) != tuple(own[k].shape)]
+    parts = []
+    if missing:
+        parts.append("missing in file: " + ", ".join(missing[:8]))
+    if extra:
+        parts.append("not in the architecture: " + ", ".join(extra[:8]))
+    if shapes:
+        parts.append("shape mismatch: " + "; ".join(shapes[:8]))
+    return "\n".join(parts)
+
+
+def _build(arch_name: str, state: dict, num_classes: int | None = None):
+    arch = get_architecture(arch_name)
+    if num_classes is None:
+        tensors = [v for v in state.values() if hasattr(v, "shape")]
+        num_classes = int(tensors[-1].shape[0]) if tensors else 10
+    module = arch.build(num_classes)
+    diff = _state_dict_diff(module, state)
+    if diff:
+        raise WorkbenchError(f"The weights do not fit architecture {arch_name!r}.",
+                             "Choose the architecture the weights were trained with.", details=diff)
+    module.load_state_dict(state, strict=True)
+    return module, arch
+
+
+def _torch_load(path: Path, trust: bool):
+    import torch
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        if not trust:
+            raise WorkbenchError(
+                f"{path.name} holds a pickled Python object, not just weights; loading it could run code.",
+                "Load it only if you trust where it came from: pass --trust-file (GUI: tick "
+                "'I trust this file'), or re-save it as a state_dict.", details=str(exc)) from exc
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:  # truncated zips, random bytes, wrong formats
+        raise WorkbenchError(f"{path.name} is not a readable PyTorch file ({type(exc).__name__}).",
+                             "The file may be truncated or damaged; copy or export it again.",
+                             details=str(exc)) from exc
+
+
+def load_model(spec: str | os.PathLike, arch: str | None = None, trust: bool = False) -> LoadedModel:
+    """Load a bundled model by name, or a model file by path, in eval mode."""
+    import torch
+    from torch import nn
+
+    path, card = resolve_model(str(spec))
+    meta = {**_sidecar(path), **card}
+    arch = arch or meta.get("arch")
+    fmt = "state_dict"
+    arch_obj = None
+    try:
+        if path.suffix == ".pt2":
+            module, fmt = torch.export.load(str(path)).module(), "torch.export"
+        elif _is_torchscript(path):
+            module, fmt = torch.jit.load(str(path), map_location="cpu"), "torchscript"
+        elif path.suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            state = load_file(str(path))
+            if not arch:
+                raise WorkbenchError(f"{path.name} holds only weights; the architecture is unknown.",
+                                     "Name it with --arch (or a descriptor JSON beside the file).")
+            module, arch_obj = _build(arch, state)
+        else:
+            obj = _torch_load(path, trust)
+            if isinstance(obj, nn.Module):
+                module, fmt = obj, "pickle (trusted)"
+            elif isinstance(obj, dict) and obj.get("format") == CHECKPOINT_FORMAT:
+                meta = {**obj.get("info", {}), **meta}
+                arch = arch or obj["arch"]
+                module, arch_obj = _build(arch, obj["state_dict"], len(obj["info"]["class_names"]))
+                fmt = "checkpoint"
+            elif isinstance(obj, dict) and obj and all(isinstance(v, torch.Tensor) for v in obj.values()):
+                if not arch:
+                    raise WorkbenchError(f"{path.name} holds only weights (a state_dict); the architecture is unknown.",
+                                         "Name it with --arch (or a descriptor JSON beside the file).")
+                module, arch_obj = _build(arch, obj)
+            else:
+                raise WorkbenchError(f"{path.name} holds a {type(obj).__name__}, not a model or its weights.",
+                                     "Save the model's state_dict() or a TorchScript/torch.export archive.")
+    except WorkbenchError:
+        raise
+    except Exception as exc:
+        raise WorkbenchError(f"Could not load the model in {path.name}: {exc}",
+                             "Check the file is a complete model saved by PyTorch.", details=repr(exc)) from exc
+    module = _strip_softmax(module)
+    module.eval()
+    input_shape = meta.get("input_shape") or (arch_obj.input_shape if arch_obj else None)
+    info = ModelInfo(name=meta.get("name") or path.stem, source=str(path), format=fmt, arch=arch,
+                     input_shape=tuple(input_shape) if input_shape else None,
+                     class_names=meta.get("class_names"), card=meta)
+    return LoadedModel(module, info)
+
+
+def _strip_softmax(module):
+    """The workbench works on logits: a trailing Softmax of a Sequential is removed."""
+    from torch import nn
+
+    if isinstance(module, nn.Sequential) and len(module) and isinstance(module[-1], (nn.Softmax, nn.LogSoftmax)):
+        return module[:-1]
+    return module
+
+
+# --- saving ------------------------------------------------------------------------------------
+
+def save_checkpoint(path: str | os.PathLike, module, arch: str, info: dict) -> Path:
+    """Write a self-describing checkpoint (plain data + tensors, loadable with weights_only=True).
+
+    Written under a temporary name and renamed into place, so a crash or cancel never leaves a
+    half-written file where a good one was.
+    """
+    import torch
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, "arch": arch,
+               "state_dict": {k: v.detach().cpu() for k, v in module.state_dict().items()},
+               "info": info}
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        torch.save(payload, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path

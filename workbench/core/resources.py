@@ -1,0 +1,24 @@
+"""Where the bundled resources (weights, model cards, icons) live.
+
+In an installed wheel they are packaged as `workbench/resources`; in a source checkout or an
+editable install they are the top-level `resources/` folder beside the package.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parent.parent
+
+
+def resources_dir() -> Path:
+    for candidate in (_PACKAGE / "resources", _PACKAGE.parent / "resources"):
+        if (candidate / "models").is_dir():
+            return candidate
+    raise FileNotFoundError("The workbench's resources folder is missing; reinstall the package.")
+
+
+def source_plugins_dir() -> Path | None:
+    """The `plugins/` folder of a source checkout, if this is one."""
+    folder = _PACKAGE.parent / "plugins"
+    return folder if folder.is_dir() else None

@@ -1,0 +1,141 @@
+"""Training and evaluating classifiers as jobs.
+
+Training holds the split in memory as one tensor and shuffles indices with a seeded generator: on
+two CPU cores a LeNet-5 epoch over 60k Fashion-MNIST images takes seconds, where a per-image Python
+loader would take ten times longer. Both jobs report progress per batch and can be cancelled; a
+cancelled training run writes nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from workbench.core.data import Dataset
+from workbench.core.errors import WorkbenchError
+from workbench.core.jobs import JobContext
+from workbench.core.model_io import LoadedModel, ModelInfo
+from workbench.core.models import get_architecture
+
+
+def check_compatible(model: LoadedModel, dataset: Dataset) -> None:
+    """Refuse a model whose input shape or class count does not fit the dataset, saying which."""
+    import torch
+
+    shape = tuple(dataset.image_shape)
+    if model.info.input_shape and tuple(model.info.input_shape) != shape:
+        raise WorkbenchError(
+            f"Model {model.name!r} expects images of shape {tuple(model.info.input_shape)} (C,H,W), "
+            f"but dataset {dataset.name!r} has {shape}.", "Choose a dataset the model was made for.")
+    split = next(s for s in dataset.splits.values() if len(s))
+    x = split.tensor(slice(0, 2))
+    try:
+        with torch.no_grad():
+            out = model.module(x.to(next(model.module.parameters(), torch.zeros(0)).device))
+    except Exception as exc:
+        raise WorkbenchError(f"Model {model.name!r} fails on {dataset.name!r} images of shape {shape}: {exc}",
+                             "Choose a dataset the model was made for.", details=repr(exc)) from exc
+    if out.dim() != 2 or out.shape[1] != dataset.num_classes:
+        raise WorkbenchError(
+            f"Model {model.name!r} outputs {tuple(out.shape[1:])} scores per image, but dataset "
+            f"{dataset.name!r} has {dataset.num_classes} classes.", "Choose a dataset with the model's classes.")
+
+
+@dataclass
+class TrainResult:
+    model: LoadedModel
+    history: list[dict] = field(default_factory=list)
+    seconds_per_epoch: float = 0.0
+
+
+def train(ctx: JobContext, arch: str, dataset: Dataset, epochs: int = 8, batch_size: int = 128,
+          lr: float = 1e-3, seed: int = 0, split: str = "train", eval_split: str | None = "test") -> TrainResult:
+    """Train a zoo architecture from scratch with Adam; partial results are one dict per epoch."""
+    import torch
+    from torch import nn
+
+    if epochs < 1:
+        raise WorkbenchError(f"epochs must be at least 1 (got {epochs}).", "Pass --epochs 1 or more.")
+    architecture = get_architecture(arch)
+    if tuple(architecture.input_shape) != tuple(dataset.image_shape):
+        raise WorkbenchError(
+            f"Architecture {arch!r} takes images of shape {architecture.input_shape}, but {dataset.name!r} "
+            f"has {dataset.image_shape}.", "Choose an architecture made for this dataset's image size.")
+    torch.manual_seed(seed)
+    device = ctx.device
+    module = architecture.build(dataset.num_classes).to(device)
+    train_split = dataset.split(split)
+    x_all = train_split.tensor().to(device)
+    y_all = torch.from_numpy(train_split.labels).to(device)
+    n = len(y_all)
+    optimiser = torch.optim.Adam(module.parameters(), lr=lr)
+    loss_fn = nn.CrossEntropyLoss()
+    generator = torch.Generator().manual_seed(seed)
+    steps_per_epoch = (n + batch_size - 1) // batch_size
+    history, start_time = [], time.monotonic()
+    loaded = LoadedModel(module, ModelInfo(name=f"{arch}-{dataset.name}", source="", format="checkpoint",
+                                           arch=arch, input_shape=tuple(dataset.image_shape),
+                                           class_names=list(dataset.class_names)))
+    for epoch in range(epochs):
+        module.train()
+        order = torch.randperm(n, generator=generator).to(device)
+        total_loss, correct = 0.0, 0
+        for step in range(steps_per_epoch):
+            idx = order[step * batch_size:(step + 1) * batch_size]
+            logits = module(x_all[idx])
+            loss = loss_fn(logits, y_all[idx])
+            if not torch.isfinite(loss):
+                raise WorkbenchError(f"Training diverged: the loss became {loss.item()} in epoch {epoch + 1}.",
+                                     "Lower the learning rate (--lr).")
+            optimiser.zero_grad(set_to_none=True)
+            loss.backward()
+            optimiser.step()
+            total_loss += loss.item() * len(idx)
+            correct += int((logits.argmax(1) == y_all[idx]).sum())
+            ctx.progress(epoch * steps_per_epoch + step + 1, epochs * steps_per_epoch,
+                         f"epoch {epoch + 1}/{epochs}")
+        module.eval()
+        row = {"epoch": epoch + 1, "train_loss": total_loss / n, "train_accuracy": correct / n,
+               "seconds": time.monotonic() - start_time}
+        if eval_split and eval_split in dataset.splits:
+            row["test_accuracy"] = evaluate(JobContext(str(device)), loaded, dataset, eval_split)["accuracy"]
+        history.append(row)
+        ctx.partial(row)
+    module.eval()
+    return TrainResult(loaded, history, (time.monotonic() - start_time) / epochs)
+
+
+def evaluate(ctx: JobContext, model: LoadedModel, dataset: Dataset, split: str = "test",
+             batch_size: int = 1000) -> dict:
+    """Accuracy, per-class accuracy, the confusion matrix (rows = true class) and every prediction."""
+    import torch
+
+    check_compatible(model, dataset)
+    data = dataset.split(split)
+    k = dataset.num_classes
+    device = ctx.device
+    model.module.to(device).eval()
+    predictions = np.empty(len(data), dtype=np.int64)
+    with torch.no_grad():
+        for start, x, _ in data.batches(batch_size):
+            logits = model.module(x.to(device))
+            bad = ~torch.isfinite(logits).all(dim=1)
+            if bad.any():
+                first = start + int(bad.nonzero()[0])
+                raise WorkbenchError(f"Model {model.name!r} returned NaN or infinite scores (first at "
+                                     f"{split} image {first}).", "The model's weights are damaged or "
+                                     "it expects other input scaling; check how it was trained.")
+            predictions[start:start + len(x)] = logits.argmax(1).cpu().numpy()
+            ctx.progress(min(start + batch_size, len(data)), len(data), f"evaluating on {split}")
+    labels = data.labels
+    confusion = np.zeros((k, k), dtype=np.int64)
+    np.add.at(confusion, (labels, predictions), 1)
+    per_class_total = confusion.sum(axis=1)
+    per_class = np.divide(np.diag(confusion), per_class_total, out=np.full(k, np.nan), where=per_class_total > 0)
+    return {"model": model.name, "dataset": dataset.name, "split": split, "n": int(len(data)),
+            "accuracy": float((predictions == labels).mean()) if len(data) else float("nan"),
+            "per_class_accuracy": {name: (None if np.isnan(a) else float(a))
+                                   for name, a in zip(dataset.class_names, per_class)},
+            "confusion": confusion, "predictions": predictions}
