@@ -38,7 +38,7 @@ class NeuronDefinition:
 def _reduce(out, conv_neuron: str):
     if out.dim() == 4 and conv_neuron == "channel-mean":
         return out.mean(dim=(2, 3))
-    return out.flatten(1)
+    return out.flatten(1).clone()  # a view would be overwritten by a following in-place activation
 
 
 def stream_activations(ctx: JobContext, model, split, definitions: list[NeuronDefinition],
@@ -54,8 +54,15 @@ def stream_activations(ctx: JobContext, model, split, definitions: list[NeuronDe
     for d in definitions:
         layer = find_layer(catalogue, d.layer)
         hook_at = layer.activation if d.point == "post" and layer.activation else d.layer
-        handles.append(modules[hook_at].register_forward_hook(
-            lambda mod, inp, out, d=d: captured.__setitem__(d, _reduce(out.detach(), d.conv_neuron))))
+        try:
+            handles.append(modules[hook_at].register_forward_hook(
+                lambda mod, inp, out, d=d: captured.__setitem__(d, _reduce(out.detach(), d.conv_neuron))))
+        except RuntimeError as exc:  # TorchScript modules take no Python hooks
+            for h in handles:
+                h.remove()
+            raise WorkbenchError(f"Activations of layer {d.layer!r} cannot be captured from this model: {exc}",
+                                 "TorchScript models take no hooks; load the weights as a state_dict with "
+                                 "their architecture (or as a torch.export .pt2) instead.") from exc
     device = ctx.device
     model.to(device)
     total = len(split) if indices is None else len(indices)

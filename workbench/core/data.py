@@ -79,6 +79,9 @@ def as_labels(labels: np.ndarray, num_classes: int | None = None, what: str = "l
     if labels.ndim != 1:
         raise WorkbenchError(f"{what} have shape {labels.shape}; expected (N,) or one-hot (N, K).",
                              "Store one integer class index per image.")
+    if labels.size and not (np.issubdtype(labels.dtype, np.number) or labels.dtype == bool):
+        raise WorkbenchError(f"{what} have dtype {labels.dtype}; expected integer class indices.",
+                             "Store class indices 0, 1, 2, … and put the names in class_names.")
     if labels.size and not np.issubdtype(labels.dtype, np.integer):
         if not np.all(np.mod(labels, 1) == 0):
             raise WorkbenchError(f"{what} are not whole numbers.", "Store integer class indices.")

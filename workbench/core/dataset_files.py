@@ -83,6 +83,11 @@ def load_idx_folder(folder: Path) -> Dataset:
 # --- NPZ -------------------------------------------------------------------------------------------
 
 def load_npz(path: Path) -> Dataset:
+    import zipfile
+
+    if not zipfile.is_zipfile(path):  # np.load would take any other bytes for a pickle
+        raise WorkbenchError(f"{path.name} is not an NPZ file (an NPZ is a zip archive of arrays).",
+                             "Check the file is complete; write it with numpy.savez.")
     try:
         with np.load(path, allow_pickle=False) as z:
             data = {k: z[k] for k in z.files}
@@ -118,6 +123,8 @@ class H5Images:
         if not (dataset.dtype == np.uint8 or np.issubdtype(dataset.dtype, np.floating)):
             raise WorkbenchError(f"{what} have dtype {dataset.dtype}; expected uint8 or float.",
                                  "Store 8-bit pixels or floats in [0, 1].")
+        if self.dtype != np.uint8:  # the rest is checked batch by batch as it is read
+            check_unit_range(probe, what)
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -150,8 +157,12 @@ def load_hdf5(path: Path) -> Dataset:
         f.close()
         raise WorkbenchError(f"{path.name} has no datasets x and y at the root or in groups train/test.",
                              "Write images to 'x' and labels to 'y'.")
-    parts = {k: (H5Images(g["x"], f"{path.name} {k} images"), g["y"][:]) for k, g in groups.items()}
-    return _make(path, parts, f.attrs.get("class_names"), path.name)
+    try:
+        parts = {k: (H5Images(g["x"], f"{path.name} {k} images"), g["y"][:]) for k, g in groups.items()}
+        return _make(path, parts, f.attrs.get("class_names"), path.name)
+    except BaseException:
+        f.close()  # a refused file is not held open
+        raise
 
 
 # --- ImageFolder -----------------------------------------------------------------------------------

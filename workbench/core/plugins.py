@@ -104,7 +104,7 @@ def _register(name: str, origin: str, load) -> None:
             raise AttributeError("the plugin has no register(registry) function")
         register(REGISTRY)
         _REPORTS.append(PluginReport(name, origin, True, added=list(REGISTRY._added)))
-    except Exception as exc:  # a broken plugin is reported, never fatal
+    except (Exception, SystemExit) as exc:  # a broken plugin is reported, never fatal
         last = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
         where = f" ({Path(last.filename).name}, line {last.lineno})" if last else ""
         _REPORTS.append(PluginReport(name, origin, False, f"{type(exc).__name__}: {exc}{where}"))

@@ -114,6 +114,9 @@ def evaluate(ctx: JobContext, model: LoadedModel, dataset: Dataset, split: str =
 
     check_compatible(model, dataset)
     data = dataset.split(split)
+    if len(data) == 0:
+        raise WorkbenchError(f"The {split} split of {dataset.name!r} holds no images.",
+                             f"Evaluate on another split: {', '.join(k for k, v in dataset.splits.items() if len(v))}.")
     k = dataset.num_classes
     device = ctx.device
     model.module.to(device).eval()

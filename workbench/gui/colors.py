@@ -1,0 +1,16 @@
+"""Colours shared by every view, so a class has the same colour everywhere (spec/gui.md §3)."""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QColor
+
+# Tableau 10: a qualitative palette of ten colours that stay distinguishable on light and dark.
+CLASS_PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+                 "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"]
+MISMATCH = QColor("#d62728")  # the frame of a thumbnail whose prediction differs from its label
+COUNT_COLORMAP = "viridis"  # non-negative counts: perceptually uniform, sequential
+
+
+def class_color(index: int) -> QColor:
+    """The colour of class `index`; beyond ten classes the palette repeats (and views say so)."""
+    return QColor(CLASS_PALETTE[index % len(CLASS_PALETTE)])

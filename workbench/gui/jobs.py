@@ -1,0 +1,276 @@
+"""Running core jobs on worker threads, reported to the UI thread as Qt signals.
+
+A job is a plain core function `fn(ctx, *args, **kwargs)` (see `workbench.core.jobs`). The runner
+gives it a `JobContext` whose callbacks emit signals from the worker thread; because the emitting
+object lives in the UI thread, Qt queues them there, so slots never run on a worker. The UI thread
+alone updates each `JobRecord`, which is what the jobs panel shows.
+
+Cancelling sets the context's flag; the job raises `Cancelled` at its next progress report (at
+least once per batch). `shutdown()` cancels everything and waits for the pool, so closing the
+window leaves no thread behind.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
+
+from workbench.core.errors import Cancelled
+from workbench.core.jobs import JobContext
+
+QUEUED, RUNNING, DONE, CANCELLED, FAILED = "queued", "running", "done", "cancelled", "failed"
+ACTIVE_STATES = (QUEUED, RUNNING)
+
+# Progress signals are throttled: 20 updates a second keep a bar smooth and cost the UI nothing,
+# where a training loop reporting every batch would send hundreds.
+PROGRESS_INTERVAL_S = 0.05
+
+
+@dataclass
+class JobRecord:
+    """What the jobs panel shows about one job; written only in the UI thread."""
+
+    id: int
+    name: str
+    state: str = QUEUED
+    done: int = 0
+    total: int = 0
+    message: str = ""
+    device: str = ""
+    submitted: float = 0.0
+    started: float | None = None
+    ended: float | None = None
+    error: BaseException | None = None
+    details: str = ""  # the traceback of an unexpected error
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+    @property
+    def elapsed(self) -> float:
+        if self.started is None:
+            return 0.0
+        return (self.ended or time.monotonic()) - self.started
+
+    @property
+    def fraction(self) -> float | None:
+        return self.done / self.total if self.total > 0 else None
+
+    @property
+    def eta(self) -> float | None:
+        """Seconds left, extrapolated from the rate so far; None until there is a rate."""
+        if self.state != RUNNING or not self.total or self.done <= 0:
+            return None
+        return self.elapsed * (self.total - self.done) / self.done
+
+
+class _Bridge(QObject):
+    """Signals emitted on the worker thread; they arrive queued in the UI thread, where this lives."""
+
+    started = Signal(str, float)
+    progress = Signal(int, int, str)
+    partial = Signal(object)
+    finished = Signal(object)
+    failed = Signal(object, str)
+    cancelled = Signal()
+
+
+class _Runnable(QRunnable):
+    def __init__(self, job: "Job", fn: Callable, args: tuple, kwargs: dict, uses_device: bool):
+        super().__init__()
+        self.setAutoDelete(False)  # the Job keeps it; Python, not the pool, owns it
+        self.job, self.fn, self.args, self.kwargs, self.uses_device = job, fn, args, kwargs, uses_device
+
+    def run(self) -> None:
+        bridge, ctx = self.job.bridge, self.job.ctx
+        if ctx.cancelled:
+            bridge.cancelled.emit()
+            return
+        try:
+            device = "CPU"
+            if self.uses_device:
+                from workbench.core.jobs import device_description
+
+                device = device_description(ctx.device)
+            bridge.started.emit(device, time.monotonic())
+            result = self.fn(ctx, *self.args, **self.kwargs)
+        except Cancelled:
+            bridge.cancelled.emit()
+        except Exception as exc:  # every failure reaches the UI as a signal, never kills the thread
+            bridge.failed.emit(exc, traceback.format_exc())
+        else:
+            bridge.finished.emit(result)
+        finally:
+            self.fn = self.args = self.kwargs = None  # drop references to models and datasets
+
+
+class Job(QObject):
+    """A submitted job: its record, UI-thread signals and `cancel()`."""
+
+    started = Signal()
+    progress = Signal(int, int, str)
+    partial = Signal(object)
+    finished = Signal(object)  # the job function's return value
+    failed = Signal(object)  # the exception
+    cancelled = Signal()
+    ended = Signal()  # after finished, failed or cancelled; the record's state is final
+
+    def __init__(self, record: JobRecord, fn: Callable, args: tuple, kwargs: dict, device: str,
+                 uses_device: bool, parent: QObject):
+        super().__init__(parent)
+        self.record = record
+        self.result: Any = None
+        self.report_errors = True
+        self.open_result: Callable[[], None] | None = None  # what double-clicking the finished job does
+        self.bridge = _Bridge(self)
+        self._last_progress = 0.0
+        self.ctx = JobContext(device, on_progress=self._progress_from_worker, on_partial=self.bridge.partial.emit)
+        self.bridge.started.connect(self._on_started)
+        self.bridge.progress.connect(self._on_progress)
+        self.bridge.partial.connect(self.partial)
+        self.bridge.finished.connect(self._on_finished)
+        self.bridge.failed.connect(self._on_failed)
+        self.bridge.cancelled.connect(self._on_cancelled)
+        self.uses_device = uses_device
+        self.runnable = _Runnable(self, fn, args, kwargs, uses_device)
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    def cancel(self) -> None:
+        """Ask the job to stop at its next progress report; a queued job never starts."""
+        if self.record.active:
+            self.ctx.cancel()
+            self.record.message = "cancelling…"
+
+    # --- worker thread ---------------------------------------------------------------------------
+
+    def _progress_from_worker(self, done: int, total: int, message: str) -> None:
+        now = time.monotonic()
+        if done >= total or now - self._last_progress >= PROGRESS_INTERVAL_S:
+            self._last_progress = now
+            self.bridge.progress.emit(done, total, message)
+
+    # --- UI thread -------------------------------------------------------------------------------
+
+    def _on_started(self, device: str, when: float) -> None:
+        r = self.record
+        r.state, r.device, r.started = RUNNING, device, when
+        self.started.emit()
+
+    def _on_progress(self, done: int, total: int, message: str) -> None:
+        r = self.record
+        if r.state != RUNNING:
+            return
+        r.done, r.total = done, total
+        if not self.ctx.cancelled:
+            r.message = message
+        self.progress.emit(done, total, message)
+
+    def _end(self, state: str) -> None:
+        r = self.record
+        r.state, r.ended = state, time.monotonic()
+        if r.started is None:
+            r.started = r.ended
+
+    def _on_finished(self, result: Any) -> None:
+        self.result = result
+        self._end(DONE)
+        self.record.message = ""
+        self.finished.emit(result)
+        self.ended.emit()
+
+    def _on_failed(self, exc: BaseException, details: str) -> None:
+        self._end(FAILED)
+        self.record.error, self.record.details = exc, details
+        self.record.message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+        self.failed.emit(exc)
+        self.ended.emit()
+
+    def _on_cancelled(self) -> None:
+        self._end(CANCELLED)
+        self.record.message = "cancelled; nothing was saved"
+        self.cancelled.emit()
+        self.ended.emit()
+
+
+class JobRunner(QObject):
+    """Submits jobs to its own thread pool and keeps every job's record for the jobs panel."""
+
+    job_added = Signal(object)
+    job_changed = Signal(object)
+    job_ended = Signal(object)
+    job_failed = Signal(object)  # a failed job whose error should be shown to the user
+    device_found = Signal(str)  # the first device description a job reported
+
+    def __init__(self, parent: QObject | None = None, max_threads: int = 2):
+        super().__init__(parent)
+        self.pool = QThreadPool(self)
+        self.pool.setMaxThreadCount(max_threads)
+        self.jobs: list[Job] = []
+        self.device = ""
+        self._ids = itertools.count(1)
+        self._closed = False
+
+    def submit(self, name: str, fn: Callable, *args, device: str = "auto", uses_device: bool = True,
+               report_errors: bool = True, **kwargs) -> Job:
+        """Run `fn(ctx, *args, **kwargs)` on a worker thread; returns the job at once.
+
+        `uses_device` resolves the torch device before the job starts (and so imports torch);
+        jobs that only read files pass False. Failures are announced through `job_failed` unless
+        `report_errors` is False (the caller then handles `job.failed` itself).
+        """
+        record = JobRecord(next(self._ids), name, submitted=time.monotonic())
+        job = Job(record, fn, args, kwargs, device, uses_device, self)
+        job.report_errors = report_errors
+        job.started.connect(lambda: self._on_started(job))
+        job.progress.connect(lambda *_: self.job_changed.emit(job))
+        job.ended.connect(lambda: self._on_ended(job))
+        self.jobs.append(job)
+        self.job_added.emit(job)
+        if self._closed:  # late requests during shutdown never start
+            job.ctx.cancel()
+            job._on_cancelled()
+        else:
+            self.pool.start(job.runnable)
+        return job
+
+    def active_jobs(self) -> list[Job]:
+        return [j for j in self.jobs if j.record.active]
+
+    def is_idle(self) -> bool:
+        return not self.active_jobs()
+
+    def cancel_all(self) -> None:
+        for job in self.active_jobs():
+            job.cancel()
+            self.job_changed.emit(job)
+
+    def clear_finished(self) -> None:
+        """Forget finished jobs (the panel drops their rows)."""
+        self.jobs = [j for j in self.jobs if j.record.active]
+
+    def shutdown(self, timeout_ms: int = 15000) -> bool:
+        """Cancel every job and wait for the worker threads; True when all have stopped."""
+        self._closed = True
+        self.cancel_all()
+        return self.pool.waitForDone(timeout_ms)
+
+    def _on_started(self, job: Job) -> None:
+        if job.uses_device and job.record.device != self.device:
+            self.device = job.record.device
+            self.device_found.emit(self.device)
+        self.job_changed.emit(job)
+
+    def _on_ended(self, job: Job) -> None:
+        self.job_changed.emit(job)
+        self.job_ended.emit(job)
+        if job.record.state == FAILED and job.report_errors:
+            self.job_failed.emit(job)

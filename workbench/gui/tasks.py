@@ -1,0 +1,156 @@
+"""The job functions the GUI runs: small compositions of core calls, with no Qt in them.
+
+Each takes a `JobContext` first, like every core job, and runs on a worker thread. They return
+plain results; the UI thread alone writes to the project (one writer, no locks), so nothing here
+touches `Project`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from workbench.core.data import Dataset
+from workbench.core.errors import WorkbenchError
+from workbench.core.jobs import JobContext, device_description
+from workbench.core.model_io import LoadedModel
+
+
+@dataclass
+class StartupReport:
+    device: str
+    plugins: list = field(default_factory=list)  # PluginReport per plugin
+
+
+@dataclass
+class ModelBundle:
+    """A loaded model with what the Model view shows about it."""
+
+    spec: str
+    model: LoadedModel
+    catalogue: list = field(default_factory=list)  # LayerInfo per leaf layer
+    catalogue_error: str = ""
+    fingerprint: str = ""
+    parameters: int = 0
+
+
+@dataclass
+class TrainedModel:
+    path: Path
+    name: str
+    card: dict
+    model: LoadedModel
+
+
+def warm_up(ctx: JobContext) -> StartupReport:
+    """Import PyTorch, pick the device and load plugins, off the UI thread, right after start-up."""
+    from workbench.core.plugins import load_plugins
+
+    ctx.progress(0, 2, "loading PyTorch")
+    device = device_description(ctx.device)
+    ctx.progress(1, 2, "loading plugins")
+    reports = load_plugins()
+    ctx.progress(2, 2, "ready")
+    return StartupReport(device, reports)
+
+
+def load_dataset(ctx: JobContext, spec: str) -> Dataset:
+    """A dataset by registry name or path (the registry caches named ones)."""
+    from workbench.core.dataset_registry import load_dataset as load
+
+    ctx.progress(0, 1, f"reading {spec}")
+    dataset = load(spec)
+    ctx.progress(1, 1, "loaded")
+    return dataset
+
+
+def load_model(ctx: JobContext, spec: str, arch: str | None = None, trust: bool = False,
+               fallback_shape: tuple | None = None) -> ModelBundle:
+    """Load a model and read off its layer catalogue and weight fingerprint."""
+    from workbench.core.layers import layer_catalogue
+    from workbench.core.model_io import load_model as load
+
+    ctx.progress(0, 3, "reading weights")
+    model = load(spec, arch=arch, trust=trust)
+    ctx.progress(1, 3, "listing layers")
+    bundle = ModelBundle(spec, model, parameters=sum(p.numel() for p in model.module.parameters()))
+    shape = model.info.input_shape or fallback_shape
+    if shape:
+        try:
+            bundle.catalogue = layer_catalogue(model.module, tuple(shape))
+        except WorkbenchError as exc:
+            bundle.catalogue_error = exc.message
+    else:
+        bundle.catalogue_error = "The model does not say what input shape it takes."
+    ctx.progress(2, 3, "fingerprinting weights")
+    bundle.fingerprint = model.fingerprint()
+    ctx.progress(3, 3, "loaded")
+    return bundle
+
+
+def evaluate(ctx: JobContext, model: LoadedModel, dataset: Dataset, split: str) -> dict:
+    """Accuracy, confusion matrix and predictions of `model` on one split (core `evaluate`)."""
+    from workbench.core.training import evaluate as run
+
+    result = run(ctx, model, dataset, split)
+    result["device"] = str(ctx.device)
+    return result
+
+
+def load_evaluation(ctx: JobContext, path: Path, class_names: list[str]) -> dict:
+    """An evaluation stored in the project, rebuilt into the shape `evaluate` returns."""
+    from workbench.core.store import read_artifact
+
+    ctx.progress(0, 1, f"reading {path.name}")
+    artifact = read_artifact(path)
+    confusion = np.asarray(artifact["confusion"], dtype=np.int64)
+    predictions = np.asarray(artifact["predictions"], dtype=np.int64)
+    k = len(class_names)
+    if confusion.shape != (k, k):
+        raise WorkbenchError(f"The stored evaluation {path.name} has a {confusion.shape} confusion matrix, "
+                             f"but the dataset has {k} classes.", "Evaluate the model again.")
+    totals = confusion.sum(axis=1)
+    per_class = {name: (float(confusion[i, i] / totals[i]) if totals[i] else None)
+                 for i, name in enumerate(class_names)}
+    how = artifact.provenance
+    n = int(confusion.sum())
+    ctx.progress(1, 1, "loaded")
+    return {"model": how.get("model"), "dataset": how.get("dataset"), "split": how.get("split"), "n": n,
+            "accuracy": float(np.trace(confusion) / n) if n else float("nan"),
+            "per_class_accuracy": per_class, "confusion": confusion, "predictions": predictions,
+            "device": how.get("device", ""), "stored": True}
+
+
+def train_and_save(ctx: JobContext, arch: str, dataset: Dataset, epochs: int, batch_size: int, lr: float,
+                   seed: int, out: Path, name: str) -> TrainedModel:
+    """Train an architecture, evaluate it and save a checkpoint with its card beside it.
+
+    The checkpoint is written only after training and the final evaluation completed, and
+    atomically, so a cancelled run leaves no file behind.
+    """
+    from workbench.core.model_io import save_checkpoint
+    from workbench.core.store import write_json
+    from workbench.core.training import evaluate as run_evaluation
+    from workbench.core.training import train
+
+    result = train(ctx, arch, dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
+    final = run_evaluation(ctx, result.model, dataset, "test") if "test" in dataset.splits else None
+    card = {
+        "name": name, "title": f"{arch} trained on {dataset.card.title}", "arch": arch,
+        "dataset": dataset.recipe.get("name", dataset.name), "epochs": epochs, "batch_size": batch_size,
+        "lr": lr, "optimiser": "Adam", "seed": seed,
+        "test_accuracy": final["accuracy"] if final else None,
+        "per_class_accuracy": final["per_class_accuracy"] if final else None,
+        "seconds_per_epoch": round(result.seconds_per_epoch, 2), "history": result.history,
+        "input_shape": list(dataset.image_shape), "class_names": list(dataset.class_names),
+        "source": "trained in the workbench GUI", "licence": "MIT",
+    }
+    ctx.check()  # last chance to cancel before anything is written
+    save_checkpoint(out, result.model.module, arch, card)
+    write_json(out.with_suffix(".json"), card, backup=False)
+    result.model.info.name = name
+    result.model.info.source = str(out)
+    result.model.info.card = card
+    return TrainedModel(out, name, card, result.model)
