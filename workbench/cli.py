@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--out", metavar="PATH", help="checkpoint to write (default: <arch>-<data>.pt, "
                                                      "inside --project/models when given)")
     train.add_argument("--name", help="model name recorded in the card (default: the file name)")
+    train.add_argument("--download", action="store_true", help="let torchvision:<Name> datasets download")
     _add_common(train)
 
     ev = sub.add_parser("evaluate", help="accuracy, per-class accuracy and confusion matrix")
@@ -53,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--data", required=True, metavar="NAME", help="dataset name or path")
     ev.add_argument("--split", default="test")
     ev.add_argument("--arch", help="architecture of a plain state_dict file")
+    ev.add_argument("--download", action="store_true", help="let torchvision:<Name> datasets download")
     ev.add_argument("--trust-file", action="store_true",
                     help="allow loading a full pickle (runs code from the file: only for files you trust)")
     _add_common(ev, seed=False)
@@ -157,7 +159,7 @@ def cmd_train(args) -> int:
 
     from workbench.core.jobs import JobContext
 
-    dataset = load_dataset(args.data)
+    dataset = load_dataset(args.data, download=args.download)
     project = Project.open_or_create(args.project, dataset.recipe.get("name", args.data)) if args.project else None
     out = Path(args.out) if args.out else (
         (project.folder / "models" if project else Path.cwd()) / f"{args.model}-{dataset.name}.pt")
@@ -184,7 +186,7 @@ def cmd_train(args) -> int:
         "per_class_accuracy": final["per_class_accuracy"] if final else None,
         "seconds_per_epoch": round(result.seconds_per_epoch, 2), "history": result.history,
         "input_shape": list(dataset.image_shape), "class_names": list(dataset.class_names),
-        "command": "workbench " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+        "command": "workbench " + " ".join(shlex.quote(a) for a in args.argv),
         "source": "trained by this project's own `workbench train`", "licence": "MIT",
     }
     save_checkpoint(out, result.model.module, args.model, card)
@@ -205,14 +207,15 @@ def cmd_evaluate(args) -> int:
     from workbench.core.training import evaluate
 
     model = load_model(args.model, arch=args.arch, trust=args.trust_file)
-    dataset = load_dataset(args.data)
+    dataset = load_dataset(args.data, download=args.download)
+    # opened before the work, so a damaged project.json stops us before minutes of evaluation
+    project = Project.open_or_create(args.project, dataset.recipe.get("name", args.data)) if args.project else None
     ctx, bar = _context(args)
     try:
         result = evaluate(ctx, model, dataset, args.split)
     finally:
         bar.close()
-    if args.project:
-        project = Project.open_or_create(args.project, dataset.recipe.get("name", args.data))
+    if project:
         project.add_model(args.model)
         project.save_artifact("evaluation", f"evaluation {model.name} on {dataset.name}:{args.split}",
                               {"confusion": result["confusion"], "predictions": result["predictions"]},
@@ -243,6 +246,7 @@ COMMANDS = {"info": cmd_info, "train": cmd_train, "evaluate": cmd_evaluate, "gui
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # recorded in model cards as the command
     command = COMMANDS[args.command or "gui"]
     from workbench.core.errors import Cancelled, WorkbenchError
 

@@ -62,8 +62,12 @@ def dataset_status() -> list[dict]:
     return rows
 
 
-def load_dataset(name: str) -> Dataset:
-    """Load a registered dataset by name (cached), or a user's file or folder by path."""
+def load_dataset(name: str, download: bool = False) -> Dataset:
+    """Load a registered dataset by name (cached), or a user's file or folder by path.
+
+    `torchvision:<Name>` reads a torchvision dataset from the cache folder; only with
+    `download=True` (the user's explicit choice) does it fetch what is missing.
+    """
     if name in _REGISTRY:
         with _CACHE_LOCK:
             if name not in _CACHE:
@@ -77,7 +81,7 @@ def load_dataset(name: str) -> Dataset:
     if name.startswith("torchvision:"):
         from workbench.core.dataset_files import load_torchvision
 
-        return load_torchvision(name.split(":", 1)[1])
+        return load_torchvision(name.split(":", 1)[1], download=download)
     if os.path.exists(name):
         from workbench.core.dataset_files import load_path
 

@@ -35,8 +35,11 @@ def check_compatible(model: LoadedModel, dataset: Dataset) -> None:
         with torch.no_grad():
             out = model.module(x.to(next(model.module.parameters(), torch.zeros(0)).device))
     except Exception as exc:
+        hint = "Choose a dataset the model was made for."
+        if model.info.format == "torch.export":  # a program exported with a fixed batch size fails here too
+            hint += " An exported program must be exported with a dynamic batch dimension (torch.export.Dim)."
         raise WorkbenchError(f"Model {model.name!r} fails on {dataset.name!r} images of shape {shape}: {exc}",
-                             "Choose a dataset the model was made for.", details=repr(exc)) from exc
+                             hint, details=repr(exc)) from exc
     if out.dim() != 2 or out.shape[1] != dataset.num_classes:
         raise WorkbenchError(
             f"Model {model.name!r} outputs {tuple(out.shape[1:])} scores per image, but dataset "

@@ -73,7 +73,8 @@ class JobRecord:
 class _Bridge(QObject):
     """Signals emitted on the worker thread; they arrive queued in the UI thread, where this lives."""
 
-    started = Signal(str, float)
+    started = Signal(float)
+    device = Signal(str)
     progress = Signal(int, int, str)
     partial = Signal(object)
     finished = Signal(object)
@@ -92,13 +93,14 @@ class _Runnable(QRunnable):
         if ctx.cancelled:
             bridge.cancelled.emit()
             return
+        bridge.started.emit(time.monotonic())
         try:
             device = "CPU"
-            if self.uses_device:
+            if self.uses_device:  # resolving the device imports torch: part of the job's time
                 from workbench.core.jobs import device_description
 
                 device = device_description(ctx.device)
-            bridge.started.emit(device, time.monotonic())
+            bridge.device.emit(device)
             result = self.fn(ctx, *self.args, **self.kwargs)
         except Cancelled:
             bridge.cancelled.emit()
@@ -114,6 +116,7 @@ class Job(QObject):
     """A submitted job: its record, UI-thread signals and `cancel()`."""
 
     started = Signal()
+    device_known = Signal(str)
     progress = Signal(int, int, str)
     partial = Signal(object)
     finished = Signal(object)  # the job function's return value
@@ -132,6 +135,7 @@ class Job(QObject):
         self._last_progress = 0.0
         self.ctx = JobContext(device, on_progress=self._progress_from_worker, on_partial=self.bridge.partial.emit)
         self.bridge.started.connect(self._on_started)
+        self.bridge.device.connect(self._on_device)
         self.bridge.progress.connect(self._on_progress)
         self.bridge.partial.connect(self.partial)
         self.bridge.finished.connect(self._on_finished)
@@ -160,10 +164,14 @@ class Job(QObject):
 
     # --- UI thread -------------------------------------------------------------------------------
 
-    def _on_started(self, device: str, when: float) -> None:
+    def _on_started(self, when: float) -> None:
         r = self.record
-        r.state, r.device, r.started = RUNNING, device, when
+        r.state, r.started = RUNNING, when
         self.started.emit()
+
+    def _on_device(self, device: str) -> None:
+        self.record.device = device
+        self.device_known.emit(device)
 
     def _on_progress(self, done: int, total: int, message: str) -> None:
         r = self.record
@@ -230,7 +238,8 @@ class JobRunner(QObject):
         record = JobRecord(next(self._ids), name, submitted=time.monotonic())
         job = Job(record, fn, args, kwargs, device, uses_device, self)
         job.report_errors = report_errors
-        job.started.connect(lambda: self._on_started(job))
+        job.started.connect(lambda: self.job_changed.emit(job))
+        job.device_known.connect(lambda device: self._on_device(job, device))
         job.progress.connect(lambda *_: self.job_changed.emit(job))
         job.ended.connect(lambda: self._on_ended(job))
         self.jobs.append(job)
@@ -263,10 +272,10 @@ class JobRunner(QObject):
         self.cancel_all()
         return self.pool.waitForDone(timeout_ms)
 
-    def _on_started(self, job: Job) -> None:
-        if job.uses_device and job.record.device != self.device:
-            self.device = job.record.device
-            self.device_found.emit(self.device)
+    def _on_device(self, job: Job, device: str) -> None:
+        if job.uses_device and device != self.device:
+            self.device = device
+            self.device_found.emit(device)
         self.job_changed.emit(job)
 
     def _on_ended(self, job: Job) -> None:

@@ -23,6 +23,11 @@ from workbench.gui.jobs import Job, JobRunner
 EvaluationKey = tuple  # (model name, dataset spec, split)
 
 
+def _cancelled(what: str) -> WorkbenchError:
+    """Recorded in place of a result the user cancelled, so views say so instead of retrying."""
+    return WorkbenchError(f"{what} was cancelled.", "Press Try again to run it again.")
+
+
 def evaluation_name(model: str, dataset: str, split: str) -> str:
     """The artifact name of an evaluation; the CLI's `evaluate --project` uses the same form."""
     return f"evaluation {model} on {dataset}:{split}"
@@ -39,6 +44,8 @@ class Session(QObject):
     model_failed = Signal(str)
     evaluation_ready = Signal(object)  # EvaluationKey
     evaluation_failed = Signal(object)
+    dataset_added = Signal(str)  # a dataset the user opened joined the project
+    model_added = Signal(str)  # a model file the user opened joined the project
     message = Signal(str)  # a short note for the status bar
     error = Signal(object)  # a WorkbenchError from an action the user asked for
 
@@ -107,7 +114,7 @@ class Session(QObject):
             self._in_flight[key] = job
             job.finished.connect(lambda dataset: self._on_dataset(spec, dataset))
             job.failed.connect(lambda exc: self._on_dataset_failed(spec, exc))
-            job.cancelled.connect(lambda: self._in_flight.pop(key, None))
+            job.cancelled.connect(lambda: self._on_dataset_failed(spec, _cancelled("Loading the dataset")))
         job = self._in_flight[key]
         if then:
             job.finished.connect(lambda dataset: then(dataset))
@@ -132,9 +139,9 @@ class Session(QObject):
     def add_dataset(self, spec: str) -> Job | None:
         """Load a dataset (a registry name or a path) and add it to the project when it loads."""
         def added(dataset: Dataset) -> None:
-            if spec not in self.project.datasets:
-                if self._write(lambda: self.project.add_dataset(spec)):
-                    self.project_changed.emit()
+            if spec in self.project.datasets or self._write(lambda: self.project.add_dataset(spec)):
+                self.project_changed.emit()
+                self.dataset_added.emit(spec)
         return self.load_dataset(spec, then=added)
 
     # --- models ------------------------------------------------------------------------------------
@@ -169,7 +176,7 @@ class Session(QObject):
             self._in_flight[key] = job
             job.finished.connect(lambda bundle: self._on_model(name, bundle))
             job.failed.connect(lambda exc: self._on_model_failed(name, exc))
-            job.cancelled.connect(lambda: self._in_flight.pop(key, None))
+            job.cancelled.connect(lambda: self._on_model_failed(name, _cancelled("Loading the model")))
         job = self._in_flight[key]
         if then:
             job.finished.connect(lambda bundle: then(bundle))
@@ -188,7 +195,7 @@ class Session(QObject):
     def unique_model_name(self, base: str) -> str:
         taken = {m["name"] for m in self.project.models}
         name, i = base, 2
-        while name in taken:
+        while name in taken or (self.project.folder / "models" / f"{name}.pt").exists():
             name, i = f"{base}-{i}", i + 1
         return name
 
@@ -215,6 +222,7 @@ class Session(QObject):
                 self.models[model_name] = bundle
                 self.project_changed.emit()
                 self.model_loaded.emit(model_name)
+                self.model_added.emit(model_name)
         job.finished.connect(loaded)
         return job
 
@@ -233,6 +241,9 @@ class Session(QObject):
 
     def evaluation(self, model: str, dataset: str, split: str) -> dict | None:
         return self.evaluations.get((model, dataset, split))
+
+    def is_evaluating(self, model: str, dataset: str, split: str) -> bool:
+        return ("evaluation", (model, dataset, split)) in self._in_flight
 
     def compatibility_problem(self, model: str, dataset: str) -> str | None:
         """Why a loaded model cannot run on a loaded dataset, from shapes and class counts alone."""
@@ -265,15 +276,19 @@ class Session(QObject):
             job = self.runner.submit(f"Load evaluation of {model} on {data.name}:{split}", tasks.load_evaluation,
                                      path, list(data.class_names), uses_device=False, report_errors=False)
             # A stored result that cannot be read is simply computed again.
-            job.failed.connect(lambda exc: self.evaluate(model, dataset, split, force=True))
+            job.failed.connect(lambda exc: self._recompute(key))
         else:
             job = self.runner.submit(f"Evaluate {model} on {data.name}:{split}", tasks.evaluate, bundle.model,
                                      data, split)
             job.failed.connect(lambda exc: self._on_evaluation_failed(key, exc))
         self._in_flight[("evaluation", key)] = job
         job.finished.connect(lambda result: self._on_evaluation(key, result, bundle.fingerprint, data.name))
-        job.cancelled.connect(lambda: self._in_flight.pop(("evaluation", key), None))
+        job.cancelled.connect(lambda: self._on_evaluation_failed(key, _cancelled("The evaluation")))
         return job
+
+    def _recompute(self, key: EvaluationKey) -> None:
+        self._in_flight.pop(("evaluation", key), None)
+        self.evaluate(*key, force=True)
 
     def _on_evaluation(self, key: EvaluationKey, result: dict, fingerprint: str, dataset_name: str) -> None:
         self._in_flight.pop(("evaluation", key), None)

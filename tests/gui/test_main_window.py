@@ -1,0 +1,212 @@
+"""The main window on the demo project: real images and a real model, the Model view's confusion
+matrix, training from the GUI, shortcuts, the screenshot path, and closing with jobs running."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QImage
+
+from workbench.gui.jobs import CANCELLED, RUNNING
+
+pytestmark = pytest.mark.gui
+
+
+def grey_fraction(image: QImage, step: int = 3) -> float:
+    """The share of sampled pixels that are neither white, black nor a flat UI colour: image content."""
+    w, h = image.width(), image.height()
+    values = [QColor(image.pixel(x, y)) for x in range(0, w, step) for y in range(0, h, step)]
+    greys = [c for c in values if c.red() == c.green() == c.blue() and 20 < c.red() < 235]
+    return len(greys) / len(values)
+
+
+def test_demo_window_shows_real_images_with_predictions(qtbot, settled_window, demo_dir):
+    window = settled_window
+    assert window.session.project.folder == demo_dir
+    assert window.selection.model == "lenet5-fashion" and window.selection.dataset == "fashion-mnist"
+    data_view = window.views["data"]
+    grid = data_view.grid
+    assert window.tabs.currentWidget() is data_view
+    assert grid.thumbnails.rowCount() == 1000  # the slice's test split
+    predictions = grid.thumbnails.predictions
+    assert predictions is not None and len(predictions) == 1000
+    accuracy = (predictions == grid.thumbnails.labels).mean()
+    assert accuracy > 0.8  # the bundled LeNet-5 really classifies these images
+    assert "lenet5-fashion" in data_view.predictions_label.text()
+    assert "Showing 1,000 of 1,000 images" in data_view.count_label.text()
+    assert window.device_label.text() == "Device: CPU" or window.device_label.text().startswith("Device: CUDA")
+    shot = grid.viewport().grab().toImage()
+    assert grey_fraction(shot) > 0.2  # thumbnails, not an empty canvas
+    assert data_view.inspector.title.text().startswith("Image #")
+
+
+def test_class_filter_in_the_data_view(qtbot, settled_window):
+    view = settled_window.views["data"]
+    view.class_box.setCurrentIndex(2)  # "Trouser"
+    assert view.grid.thumbnails.rowCount() == int((view.grid.thumbnails.labels == 1).sum())
+    assert set(view.grid.thumbnails.labels[view.grid.thumbnails.rows]) == {1}
+    view.outcome_box.setCurrentIndex(1)  # misclassified only
+    rows = view.grid.thumbnails.rows
+    assert all(view.grid.thumbnails.predictions[rows] != 1)
+    assert f"Showing {len(rows):,} of 1,000" in view.count_label.text()
+
+
+def test_model_view_shows_layers_accuracy_and_confusion_matrix(qtbot, settled_window):
+    window = settled_window
+    qtbot.keyClick(window, Qt.Key.Key_2, Qt.KeyboardModifier.ControlModifier)
+    view = window.views["model"]
+    assert window.tabs.currentWidget() is view
+    assert view.stack.currentIndex() == 1
+    names = [view.layers.item(r, 0).text() for r in range(view.layers.rowCount())]
+    assert names[:3] == ["conv1", "relu1", "pool1"] and "fc3" in names
+    assert view.evaluation_stack.currentWidget() is view.heatmap
+    matrix = view.heatmap.matrix
+    assert matrix.shape == (10, 10) and matrix.sum() == 1000
+    assert matrix.dtype == np.float32 and matrix.flags["C_CONTIGUOUS"]
+    assert np.trace(matrix) / matrix.sum() > 0.8
+    assert f"{int(np.trace(matrix)):,} of 1,000 test images" in view.accuracy.text()
+    assert view.heatmap.bar.levels() == (0.0, float(matrix.max()))
+    assert len(view.bars.values) == 10
+    view.heatmap.show_cell(4, 6)
+    assert "Coat" in view.heatmap.readout_text and "Shirt" in view.heatmap.readout_text
+    # The evaluation was stored in the project, with the weights' fingerprint.
+    bundle = window.session.models["lenet5-fashion"]
+    assert window.session.project.find_artifact("evaluation", model="lenet5-fashion",
+                                                model_fingerprint=bundle.fingerprint, split="test")
+
+
+def test_stored_evaluation_is_reused_when_the_project_opens_again(qtbot, open_window, settle):
+    first = open_window()
+    settle(first)
+    first.close()
+    from workbench.gui.demo import open_demo_project
+
+    project, _ = open_demo_project()
+    second = open_window(project)
+    settle(second)
+    names = [job.name for job in second.runner.jobs]
+    assert any(n.startswith("Load evaluation of lenet5-fashion") for n in names)
+    assert not any(n.startswith("Evaluate ") for n in names)
+    result = second.session.evaluation("lenet5-fashion", "fashion-mnist", "test")
+    assert result["stored"] and result["confusion"].sum() == 1000
+
+
+def test_training_from_the_gui_updates_the_curves_and_adds_the_model(qtbot, settled_window, settle):
+    window = settled_window
+    qtbot.keyClick(window, Qt.Key.Key_3, Qt.KeyboardModifier.ControlModifier)
+    view = window.views["training"]
+    assert window.tabs.currentWidget() is view
+    view.arch_box.setCurrentIndex(view._arch_names.index("lenet1"))
+    view.epochs.setValue(1)
+    view.name.setText("lenet1-gui")
+    view._name_edited = True
+    qtbot.mouseClick(view.train_button, Qt.MouseButton.LeftButton)
+    job = view.job
+    assert job is not None
+    with qtbot.waitSignal(view.trained, timeout=60000):
+        pass
+    assert len(view.curves.rows) == 1
+    xs, ys = view.curves.loss_curve.getData()
+    assert list(xs) == [1.0] and np.isfinite(ys).all()
+    assert len(view.curves.test_curve.getData()[0]) == 1
+    path = window.session.project.folder / "models" / "lenet1-gui.pt"
+    assert path.exists() and path.with_suffix(".json").exists()
+    assert window.session.model_entry("lenet1-gui") == {"name": "lenet1-gui", "spec": "models/lenet1-gui.pt"}
+    assert window.selection.model == "lenet1-gui"
+    assert "Saved lenet1-gui" in view.status.text()
+    settle(window)  # the new model loads and is evaluated
+    assert window.session.evaluation("lenet1-gui", "fashion-mnist", "test") is not None
+
+
+def test_closing_the_window_during_training_stops_it_and_leaves_nothing(qtbot, open_window, settle):
+    window = open_window()
+    settle(window)
+    view = window.views["training"]
+    view.epochs.setValue(300)
+    view.name.setText("never-saved")
+    view._name_edited = True
+    view.start_training()
+    job = view.job
+    qtbot.waitUntil(lambda: job.record.state == RUNNING and job.record.done > 0, timeout=20000)
+    t0 = time.monotonic()
+    window.close()
+    assert time.monotonic() - t0 < 2.0
+    assert window.runner.pool.activeThreadCount() == 0
+    qtbot.waitUntil(lambda: job.record.state == CANCELLED, timeout=2000)
+    models = window.session.project.folder / "models"
+    assert not models.exists() or not any(models.iterdir())
+    assert window.session.model_entry("never-saved") is None
+
+
+def test_cancel_from_the_jobs_panel_stops_the_evaluation_within_a_second(qtbot, settled_window):
+    window = settled_window
+    job = window.session.evaluate("lenet5-fashion", "fashion-mnist", "train", force=True)
+    qtbot.waitUntil(lambda: job.record.state == RUNNING, timeout=10000)
+    t0 = time.monotonic()
+    with qtbot.waitSignal(job.ended, timeout=1000):
+        window.jobs_panel.tree.itemWidget(window.jobs_panel.item(job), 5).click()
+    assert time.monotonic() - t0 < 1.0
+    assert job.record.state == CANCELLED
+    assert window.session.project.find_artifact("evaluation", split="train") is None
+    window.selection.set_split("train")
+    qtbot.keyClick(window, Qt.Key.Key_2, Qt.KeyboardModifier.ControlModifier)
+    assert "cancelled" in window.views["model"].evaluation_empty.title.text() + \
+        window.views["model"].evaluation_empty.text.text()
+
+
+def test_shortcuts_and_view_menu(qtbot, settled_window):
+    window = settled_window
+    qtbot.keyClick(window, Qt.Key.Key_2, Qt.KeyboardModifier.ControlModifier)
+    qtbot.keyClick(window, Qt.Key.Key_W, Qt.KeyboardModifier.ControlModifier)
+    assert window.tabs.indexOf(window.views["model"]) < 0 and window.tabs.count() == 2
+    qtbot.keyClick(window, Qt.Key.Key_2, Qt.KeyboardModifier.ControlModifier)
+    assert window.tabs.indexOf(window.views["model"]) == 1
+    qtbot.keyClick(window, Qt.Key.Key_F1)
+    dialog = window.dialogs[-1]
+    shown = {dialog.table.item(r, 1).text() for r in range(dialog.table.rowCount())}
+    assert {"Open project", "Close view", "Full screen", "Keyboard shortcuts"} <= shown
+    dialog.close()
+    window.action_map["toggle_jobs_dock"].trigger()
+    assert not window.jobs_dock.isVisible()
+    window.action_map["restore_layout"].trigger()
+    assert window.jobs_dock.isVisible()
+
+
+def test_layout_and_selection_are_saved_in_the_project(qtbot, open_window, settle):
+    window = open_window()
+    settle(window)
+    window.show_view("training")
+    window.selection.set_split("train")
+    window.close()
+    gui = window.session.project.settings["gui"]
+    assert gui["layout"]["view"] == "training" and gui["selection"]["split"] == "train"
+    from workbench.core.project import Project
+
+    again = open_window(Project.open(window.session.project.folder))
+    assert again.current_view() == "training" and again.selection.split == "train"
+
+
+def test_run_gui_screenshot_writes_a_png_with_real_data(qtbot, demo_dir, tmp_path, error_dialogs):
+    from workbench.gui.app import run_gui
+
+    path = tmp_path / "shot.png"
+    assert run_gui(view="model", screenshot=str(path)) == 0
+    image = QImage(str(path))
+    assert (image.width(), image.height()) == (1440, 900)
+    assert grey_fraction(image, step=4) < 0.9  # not a blank grey frame
+    viridis_yellow = sum(1 for x in range(0, 1440, 3) for y in range(0, 900, 3)
+                         if (c := QColor(image.pixel(x, y))).red() > 200 and c.green() > 200 and c.blue() < 80)
+    assert viridis_yellow > 50  # the confusion matrix's diagonal is drawn
+    data_shot = tmp_path / "data.png"
+    assert run_gui(view="data", screenshot=str(data_shot)) == 0
+    assert grey_fraction(QImage(str(data_shot)), step=4) > 0.1  # thumbnails of real images
+
+
+def test_unknown_view_is_refused(capsys):
+    from workbench.gui.app import run_gui
+
+    assert run_gui(view="nonsense", screenshot="unused.png") == 2
+    assert "unknown view" in capsys.readouterr().err

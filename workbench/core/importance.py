@@ -1,0 +1,258 @@
+"""Neuron importance over a dataset: LRP relevance of a layer's neurons, summed, and the top-m.
+
+Spec: shared/spec/importance-and-coverage.md §1.5. A neuron is a dense unit or a conv channel
+(`conv_neuron="element"`: every (c, h, w)); a channel's relevance is the sum over its spatial
+positions at the layer's output. `R_total[n] = Σ_x R_n(x)` over the correctly classified inputs of
+the split (the training split by default), for all classes and, in per-class mode, per true class.
+Relevance starts at the predicted logit, which for a correctly classified input is its class.
+Sums are signed and kept in float64, batch by batch; nothing grows with the number of images.
+
+`compute_importance` is a job (see `jobs.py`): it reports progress per batch, stops on
+cancellation, hands out the running totals, and stores its result as a project artifact keyed by
+everything that determines it (model weights, data, layer, neuron definition, rule, sample), so an
+identical request is read back instead of recomputed. A cancelled run stores nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from workbench.core.activations import NeuronDefinition
+from workbench.core.errors import WorkbenchError
+from workbench.core.jobs import JobContext
+
+ARTIFACT_KIND = "importance"
+
+
+def rank_neurons(totals: np.ndarray) -> np.ndarray:
+    """Neuron indices by descending relevance; ties go to the lower index (§1.5)."""
+    return np.argsort(-np.asarray(totals, dtype=np.float64), kind="stable").astype(np.int64)
+
+
+def top_m(totals: np.ndarray, m: int, layer: str = "") -> np.ndarray:
+    """The m most relevant neurons, most relevant first, ties → lower index.
+
+    m must be between 1 and the number of neurons; otherwise a `WorkbenchError` says how many there are.
+    """
+    totals = np.asarray(totals)
+    n = int(totals.shape[-1])
+    where = f" of layer {layer!r}" if layer else ""
+    if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
+        raise WorkbenchError(f"m must be a whole number of at least 1; got {m!r}.", "Choose m between 1 and the "
+                             f"{n} neurons{where}.")
+    if m > n:
+        raise WorkbenchError(f"m = {m} is larger than the {n} neurons{where}.",
+                             f"Choose m between 1 and {n}, or a layer with more neurons.")
+    return rank_neurons(totals)[:m]
+
+
+@dataclass
+class ImportanceProgress:
+    """What `compute_importance` hands out after each batch: the running totals so far."""
+
+    done: int
+    total: int
+    totals: np.ndarray        # (neurons,) float64, over the correctly classified inputs seen so far
+    counts: np.ndarray        # (classes,) correctly classified inputs seen so far, per class
+
+
+@dataclass
+class ImportanceResult:
+    """Dataset-level relevance of one layer's neurons, with how it was made.
+
+    `totals` (neurons,) and `ranking` (neurons,) over all correctly classified inputs; `counts`
+    (classes,) how many of those each class has. In per-class mode `per_class` (classes, neurons)
+    and `per_class_ranking` (classes, neurons; −1 for a class without correctly classified inputs).
+    """
+
+    layer: str
+    definition: NeuronDefinition
+    rule: dict
+    totals: np.ndarray
+    ranking: np.ndarray
+    counts: np.ndarray
+    inputs: int
+    class_names: list[str]
+    per_class: np.ndarray | None = None
+    per_class_ranking: np.ndarray | None = None
+    artifact: str | None = None
+    reused: bool = False
+    provenance: dict = field(default_factory=dict)
+
+    @property
+    def neurons(self) -> int:
+        return int(self.totals.shape[0])
+
+    @property
+    def correct(self) -> int:
+        """Correctly classified inputs the totals are summed over."""
+        return int(self.counts.sum())
+
+    @property
+    def empty_classes(self) -> list[int]:
+        """Classes with no correctly classified input (reported as empty, not as an error)."""
+        return [int(c) for c in np.flatnonzero(self.counts == 0)]
+
+    def top(self, m: int, cls: int | None = None) -> np.ndarray:
+        """The top-m neurons over all classes, or of class `cls` (empty for an empty class)."""
+        if cls is None:
+            return top_m(self.totals, m, self.layer)
+        if self.per_class is None:
+            raise WorkbenchError("These importance results were computed for all classes together.",
+                                 "Compute them again with per-class mode on to rank neurons per class.")
+        if not 0 <= cls < len(self.counts):
+            raise WorkbenchError(f"There is no class {cls}; the dataset has {len(self.counts)} classes.",
+                                 f"Choose a class in 0–{len(self.counts) - 1}.")
+        if self.counts[cls] == 0:
+            top_m(self.totals, m, self.layer)  # still refuse an impossible m
+            return np.zeros(0, dtype=np.int64)
+        return top_m(self.per_class[cls], m, self.layer)
+
+
+def _dataset_identity(dataset, split_name: str, split) -> dict:
+    labels = np.ascontiguousarray(split.labels)
+    return {"dataset": dataset.name, "split": split_name, "images": len(split),
+            "labels_sha256": hashlib.sha256(labels.tobytes()).hexdigest()[:16]}
+
+
+def cache_key(how: dict) -> str:
+    """A short hash of everything that determines an importance result."""
+    return hashlib.sha256(json.dumps(how, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _neuron_relevance(R, conv_neuron: str):
+    """(B, neurons) float64: a conv channel's relevance is its spatial sum (§1.5), else one value per element."""
+    import torch
+
+    R = R.to(torch.float64)
+    if R.dim() == 4 and conv_neuron == "channel-mean":
+        return R.sum(dim=(2, 3))
+    return R.flatten(1)
+
+
+def _neuron_count(shape: tuple[int, ...], conv_neuron: str) -> int:
+    if len(shape) == 3 and conv_neuron == "channel-mean":
+        return int(shape[0])
+    return int(np.prod(shape)) if shape else 1
+
+
+def compute_importance(ctx: JobContext, model, dataset, layer: str | NeuronDefinition, rule="lrp-0",
+                       per_class: bool = False, batch_size: int = 256, project=None, *, split: str = "train",
+                       max_inputs: int | None = None, seed: int = 0) -> ImportanceResult:
+    """Relevance of every neuron of `layer`, summed over the correctly classified inputs of `split`.
+
+    `model` is a `LoadedModel`; `dataset` a `Dataset`. `layer` is a layer name or a
+    `NeuronDefinition` (activation point and conv neuron; the relevance is the same at "pre" and
+    "post", §1.5). `rule` is a rule name ('lrp-0', 'epsilon', 'z+', 'alpha-beta'), a `Rule`, or an
+    `lrp.Composite` (which also picks the max-pool variant). `max_inputs` scans a seeded random
+    sample of that many images instead of the whole split. With a `project`, an artifact made the
+    same way is reused, and a new result is saved as one.
+    """
+    import torch
+
+    from workbench.core.layers import find_layer, layer_catalogue
+    from workbench.core.lrp import LRP, as_composite
+
+    definition = layer if isinstance(layer, NeuronDefinition) else NeuronDefinition(str(layer))
+    composite = as_composite(rule)
+    data = dataset.split(split)
+    module = model.module
+    info = find_layer(layer_catalogue(module, data.image_shape), definition.layer)
+    neurons = _neuron_count(info.output_shape, definition.conv_neuron)
+    num_classes = dataset.num_classes
+
+    indices = None
+    if max_inputs is not None:
+        if int(max_inputs) < 1:
+            raise WorkbenchError(f"max_inputs must be at least 1; got {max_inputs}.", "Leave it empty to use every image.")
+        if int(max_inputs) < len(data):
+            indices = np.sort(np.random.default_rng(seed).choice(len(data), int(max_inputs), replace=False))
+    determinants = {"model_fingerprint": model.fingerprint(), **_dataset_identity(dataset, split, data),
+                    "layer": definition.layer, "neuron_definition": definition.to_dict(),
+                    "rule": composite.describe(), "max_inputs": int(max_inputs) if indices is not None else None,
+                    "sample_seed": int(seed) if indices is not None else None,
+                    "aggregation": "sum over correctly classified inputs, start at the predicted logit"}
+    key = cache_key(determinants)
+    how = {"model": model.name, **determinants, "seed": int(seed)}
+
+    if project is not None:
+        found = project.find_artifact(ARTIFACT_KIND, cache_key=key, **({"per_class": True} if per_class else {}))
+        if found is not None:
+            result = load_importance(project, found)
+            total = result.inputs
+            ctx.progress(total, total, "importance (reused)")
+            return result
+
+    device = ctx.device
+    module.to(device)
+    explainer = LRP(module, composite)
+    totals = torch.zeros(neurons, dtype=torch.float64, device=device)
+    counts = torch.zeros(num_classes, dtype=torch.int64, device=device)
+    class_totals = torch.zeros((num_classes, neurons), dtype=torch.float64, device=device) if per_class else None
+    total = len(data) if indices is None else len(indices)
+    done = 0
+    ctx.progress(0, total, "importance")
+    for _, x, y in data.batches(batch_size, indices):
+        ctx.check()
+        y = y.to(device)
+        result = explainer.explain(x, layers=[definition.layer], to_input=False,
+                                   keep=lambda logits: logits.argmax(1) == y)
+        if result.logits.shape[1] != num_classes:
+            raise WorkbenchError(f"The model has {result.logits.shape[1]} outputs but dataset {dataset.name!r} has "
+                                 f"{num_classes} classes.", "Choose a model trained on this dataset.")
+        per_input = _neuron_relevance(result.layers[definition.layer], definition.conv_neuron)
+        correct = result.logits.argmax(1) == y
+        totals += per_input.sum(dim=0)  # rows of misclassified inputs are zero: they started from zero
+        counts += torch.bincount(y[correct], minlength=num_classes)
+        if class_totals is not None:
+            class_totals.index_add_(0, y[correct], per_input[correct])
+        done += len(y)
+        ctx.progress(done, total, "importance")
+        ctx.partial(ImportanceProgress(done, total, totals.cpu().numpy().copy(), counts.cpu().numpy().copy()))
+
+    totals_np = totals.cpu().numpy()
+    counts_np = counts.cpu().numpy()
+    per_class_np = class_totals.cpu().numpy() if class_totals is not None else None
+    result = ImportanceResult(
+        layer=definition.layer, definition=definition, rule=composite.describe(), totals=totals_np,
+        ranking=rank_neurons(totals_np), counts=counts_np, inputs=total,
+        class_names=list(dataset.class_names), per_class=per_class_np,
+        per_class_ranking=_class_rankings(per_class_np, counts_np) if per_class_np is not None else None,
+        provenance={**how, "cache_key": key, "per_class": bool(per_class)})
+    if project is not None:
+        name = f"importance-{model.name}-{definition.layer}-{composite.label}-{key[:8]}"
+        arrays = {"totals": totals_np, "ranking": result.ranking, "counts": counts_np}
+        if per_class_np is not None:
+            arrays.update(per_class=per_class_np, per_class_ranking=result.per_class_ranking)
+        project.save_artifact(ARTIFACT_KIND, name, arrays, **result.provenance, inputs=total,
+                              class_names=result.class_names, correct=result.correct)
+        result.artifact = name
+    return result
+
+
+def _class_rankings(per_class: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    ranks = np.stack([rank_neurons(row) for row in per_class]) if len(per_class) else \
+        np.zeros((0, per_class.shape[1]), np.int64)
+    ranks[counts == 0] = -1
+    return ranks
+
+
+def load_importance(project, name: str) -> ImportanceResult:
+    """Read an importance artifact back from a project."""
+    artifact = project.load_artifact(name)
+    if artifact.kind != ARTIFACT_KIND:
+        raise WorkbenchError(f"Result {name!r} is a {artifact.kind} result, not neuron importance.",
+                             "Choose an importance result.")
+    how = artifact.provenance
+    per_class = "per_class" in artifact.names
+    return ImportanceResult(
+        layer=how["layer"], definition=NeuronDefinition(**how["neuron_definition"]), rule=how["rule"],
+        totals=artifact["totals"], ranking=artifact["ranking"], counts=artifact["counts"], inputs=int(how["inputs"]),
+        class_names=list(how.get("class_names", [])),
+        per_class=artifact["per_class"] if per_class else None,
+        per_class_ranking=artifact["per_class_ranking"] if per_class else None,
+        artifact=name, reused=True, provenance=how)

@@ -1,0 +1,137 @@
+"""Starting the GUI: `run_gui(project, view, screenshot)`, called by `workbench gui` and bare `workbench`.
+
+The window appears before PyTorch is imported (that, the device and plugins load in the first
+job), so it is usable within a second or two. With `screenshot`, the window renders with real data:
+it waits until every start-up job (dataset, model, evaluation) has finished, saves the PNG, closes
+and returns 0.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+from PySide6.QtCore import QEventLoop, QTimer
+from PySide6.QtWidgets import QApplication
+
+from workbench.core.errors import WorkbenchError
+from workbench.core.project import SETTINGS, Project
+from workbench.gui.demo import open_demo_project
+from workbench.gui.errors import install_excepthook, report_error
+from workbench.gui.main_window import DEFAULT_SIZE, VIEW_TITLES, MainWindow, is_alive
+
+SCREENSHOT_TIMEOUT_S = 180
+IDLE_POLLS = 3  # consecutive idle polls, 100 ms apart, before the window counts as settled
+
+
+def application() -> QApplication:
+    """The running QApplication, or a new one set up for the workbench."""
+    app = QApplication.instance()
+    if app is None:
+        app = QApplication(sys.argv[:1])
+        app.setStyle("Fusion")
+    app.setApplicationName("DL Testing Workbench")
+    app.setApplicationVersion(__import__("workbench").__version__)
+    return app
+
+
+def open_start_project(spec: str | None) -> tuple[Project, list[tuple[str, str]], WorkbenchError | None]:
+    """The project to open: the demo, or `spec` (opened, or created when the folder is new or empty).
+
+    A folder that cannot be opened falls back to the demo project; the error comes back to be shown.
+    """
+    if spec is None:
+        project, notices = open_demo_project()
+        return project, notices, None
+    folder = Path(spec).expanduser()
+    try:
+        if (folder / SETTINGS).exists():
+            return Project.open(folder), [], None
+        if folder.exists() and any(folder.iterdir()):
+            raise WorkbenchError(f"{folder} is not a project folder (no {SETTINGS}) and is not empty.",
+                                 "Choose a project folder, or an empty or new folder to create a project in.")
+        demo, notices = open_demo_project()
+        dataset = demo.datasets[0] if demo.datasets else "digits"
+        return Project.create(folder, dataset, [m["spec"] for m in demo.models]), notices, None
+    except WorkbenchError as exc:
+        project, notices = open_demo_project()
+        notices.append((f"Could not open {folder}: {exc.message} The demo project opened instead.", "error"))
+        return project, notices, exc
+    except OSError as exc:
+        error = WorkbenchError(f"Cannot use {folder}: {exc.strerror or exc}.", "Choose a folder you can write to.")
+        project, notices = open_demo_project()
+        notices.append((f"{error.message} The demo project opened instead.", "error"))
+        return project, notices, error
+
+
+def wait_until_settled(window: MainWindow, timeout_s: float = SCREENSHOT_TIMEOUT_S) -> bool:
+    """Run the event loop until start-up is over and no job is queued or running; False on timeout."""
+    loop = QEventLoop()
+    state = {"idle": 0, "settled": False}
+    poll = QTimer()
+    poll.setInterval(100)
+
+    def check() -> None:
+        idle = window.session.is_ready and window.runner.is_idle()
+        state["idle"] = state["idle"] + 1 if idle else 0
+        if state["idle"] >= IDLE_POLLS:
+            state["settled"] = True
+            loop.quit()
+
+    poll.timeout.connect(check)
+    QTimer.singleShot(int(timeout_s * 1000), loop.quit)
+    poll.start()
+    loop.exec()
+    poll.stop()
+    return state["settled"]
+
+
+def take_screenshot(window: MainWindow, path: str | Path, timeout_s: float = SCREENSHOT_TIMEOUT_S) -> int:
+    """Show the window, wait for its data, save it as PNG, close it; 0 when the file was written."""
+    window.resize(*DEFAULT_SIZE)
+    window.show()
+    failures: list[str] = []
+    window.runner.job_failed.connect(lambda job: failures.append(f"{job.name}: {job.record.message}"))
+    if not wait_until_settled(window, timeout_s):
+        print(f"warning: jobs still running after {timeout_s:.0f} s; saving the screenshot anyway", file=sys.stderr)
+    for failure in failures:
+        print(f"warning: {failure}", file=sys.stderr)
+    QApplication.processEvents()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    saved = window.grab().save(str(path), "PNG")
+    window.close()
+    if not saved:
+        print(f"error: could not write {path}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run_gui(project: str | None = None, view: str | None = None, screenshot: str | None = None) -> int:
+    """Open the main window on `project` (default: the demo) showing `view`; see the module docstring."""
+    if view is not None and view not in VIEW_TITLES:
+        print(f"error: unknown view {view!r}; choose one of {', '.join(VIEW_TITLES)}.", file=sys.stderr)
+        return 2
+    app = application()
+    opened, notices, error = open_start_project(project)
+    window = MainWindow(opened, notices)
+    if view is not None:
+        window.show_view(view)
+    if screenshot is not None:
+        return take_screenshot(window, screenshot)
+    restore_hook = install_excepthook(lambda: window if is_alive(window) else None)
+    # Ctrl+C in the terminal closes the window properly; the timer lets Python see the signal.
+    previous_sigint = signal.signal(signal.SIGINT, lambda *_: window.close())
+    wake = QTimer()
+    wake.timeout.connect(lambda: None)
+    wake.start(250)
+    window.show()
+    if error is not None:
+        window._dialog(report_error(window, error, title="Cannot open project"))
+    try:
+        return app.exec()
+    finally:
+        wake.stop()
+        signal.signal(signal.SIGINT, previous_sigint)
+        restore_hook()

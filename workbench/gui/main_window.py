@@ -1,0 +1,576 @@
+"""The main window: menus, the selection tool bar, project and jobs docks, views, status bar.
+
+It owns the job runner, the shared selection and the session of one project. Opening another
+project opens a new window and closes this one, so no state leaks between projects. Closing the
+window cancels running jobs and waits for their threads, then saves the layout into the project.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+from pathlib import Path
+
+from PySide6.QtCore import QByteArray, Qt, QTimer
+from PySide6.QtWidgets import (QComboBox, QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox, QTabWidget,
+                               QToolBar, QVBoxLayout, QWidget)
+
+import workbench
+from workbench.core.errors import WorkbenchError
+from workbench.core.project import SETTINGS, Project
+from workbench.gui.actions import ShortcutsDialog, build_actions
+from workbench.gui.errors import report_error, report_problems
+from workbench.gui.jobs import FAILED, Job, JobRunner
+from workbench.gui.open_dialogs import OpenDatasetDialog, OpenModelDialog
+from workbench.gui.plot_style import configure_pyqtgraph
+from workbench.gui.project_panel import ProjectPanel
+from workbench.gui.selection import Selection
+from workbench.gui.session import Session
+from workbench.gui.views.data_view import DataView
+from workbench.gui.views.model_view import ModelView
+from workbench.gui.views.training_view import TrainingView
+from workbench.gui.widgets.jobs_panel import JobsPanel
+from workbench.gui.widgets.notice_bar import NoticeBar
+
+VIEW_TITLES = {"data": "Data", "model": "Model", "training": "Training"}
+DEFAULT_SIZE = (1440, 900)
+_open_windows: set["MainWindow"] = set()  # windows opened from another window, kept alive here
+
+
+def memory_in_use() -> str:
+    """Resident memory of this process ('812 MB'); the peak where the current value is unknown."""
+    try:
+        with open("/proc/self/statm") as f:
+            pages = int(f.read().split()[1])
+        return f"{pages * os.sysconf('SC_PAGE_SIZE') / 2 ** 20:,.0f} MB"
+    except (OSError, ValueError, IndexError):
+        peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return f"{peak_kb / 1024:,.0f} MB peak"
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, project: Project, notices: list[tuple[str, str]] = (), parent: QWidget | None = None):
+        super().__init__(parent)
+        configure_pyqtgraph()
+        self.setObjectName("mainWindow")
+        self.runner = JobRunner(self)
+        self.selection = Selection(self)
+        self.session = Session(project, self.runner, self)
+        self._initial_selection()
+        self.dialogs: list[QWidget] = []  # open dialogs, for tests and for closing with the window
+
+        self.views = {"data": DataView(self.session, self.selection),
+                      "model": ModelView(self.session, self.selection),
+                      "training": TrainingView(self.session, self.selection)}
+        self.tabs = QTabWidget()
+        self.tabs.setObjectName("viewTabs")
+        self.tabs.setDocumentMode(True)
+        for name, title in VIEW_TITLES.items():
+            self.tabs.addTab(self.views[name], title)
+        self.notices = NoticeBar()
+        central = QWidget()
+        layout = QVBoxLayout(central)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        layout.addWidget(self.notices)
+        layout.addWidget(self.tabs, 1)
+        self.setCentralWidget(central)
+
+        self.project_panel = ProjectPanel(self.session, self.selection)
+        self.project_dock = self._dock("Project", "projectDock", self.project_panel,
+                                       Qt.DockWidgetArea.LeftDockWidgetArea)
+        self.jobs_panel = JobsPanel(self.runner)
+        self.jobs_dock = self._dock("Jobs", "jobsDock", self.jobs_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.resizeDocks([self.project_dock], [290], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.jobs_dock], [170], Qt.Orientation.Vertical)
+
+        self.action_map, self.menus = build_actions(self, self._handlers())
+        self._build_project_menu()
+        self._build_toolbar()
+        self._build_status_bar()
+        self._connect()
+        self.default_state = self.saveState()
+        self._restore_layout()
+        self._show_start_notices(notices)
+        self._update_title()
+        self.session.start()
+
+    # --- construction ---------------------------------------------------------------------------------
+
+    def _initial_selection(self) -> None:
+        project = self.session.project
+        saved = project.settings.get("gui", {}).get("selection", {})
+        models = [m["name"] for m in project.models]
+        model = saved.get("model") if saved.get("model") in models else (models[0] if models else None)
+        dataset = saved.get("dataset") if saved.get("dataset") in project.datasets else None
+        if dataset is None and project.datasets:
+            # Prefer the dataset the model was trained on, as the bundled model cards say.
+            wanted = self._card_dataset(model)
+            dataset = wanted if wanted in project.datasets else project.datasets[0]
+        self.selection.model, self.selection.dataset = model, dataset
+        self.selection.split = saved.get("split") or "test"
+
+    @staticmethod
+    def _card_dataset(model: str | None) -> str | None:
+        if model is None:
+            return None
+        from workbench.core.model_io import bundled_models
+
+        return next((c.get("dataset") for c in bundled_models() if c["name"] == model), None)
+
+    def _dock(self, title: str, name: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(name)
+        dock.setWidget(widget)
+        self.addDockWidget(area, dock)
+        return dock
+
+    def _handlers(self) -> dict:
+        return {
+            "open_project": self.choose_project, "new_project": self.new_project, "open_demo": self.open_demo,
+            "open_model": self.open_model_file, "open_dataset": self.open_dataset_file, "quit": self.close,
+            "evaluate": self.evaluate_selected, "train": lambda: self.show_view("training"),
+            "view_data": lambda: self.show_view("data"), "view_model": lambda: self.show_view("model"),
+            "view_training": lambda: self.show_view("training"), "close_view": self.close_current_view,
+            "toggle_project_dock": self.project_dock.setVisible, "toggle_jobs_dock": self.jobs_dock.setVisible,
+            "restore_layout": self.restore_default_layout, "full_screen": self.set_full_screen,
+            "cancel_all": self.runner.cancel_all, "clear_jobs": self.jobs_panel.clear_finished,
+            "shortcuts": self.show_shortcuts, "about": self.show_about,
+        }
+
+    def _build_project_menu(self) -> None:
+        menu = self.menus["Project"]
+        menu.addSeparator()
+        self.add_dataset_menu = menu.addMenu("Add &dataset")
+        self.add_model_menu = menu.addMenu("Add &bundled model")
+        for submenu in (self.add_dataset_menu, self.add_model_menu):
+            submenu.setToolTipsVisible(True)
+        self.add_dataset_menu.aboutToShow.connect(self._fill_add_dataset_menu)
+        self.add_model_menu.aboutToShow.connect(self._fill_add_model_menu)
+
+    def _fill_add_dataset_menu(self) -> None:
+        from workbench.core.dataset_registry import dataset_status
+
+        menu = self.add_dataset_menu
+        menu.clear()
+        for status in dataset_status():
+            present = status["name"] in self.session.project.datasets
+            text = status["title"] + ("  (in the project)" if present else "")
+            action = menu.addAction(text, lambda spec=status["name"]: self.add_dataset(spec))
+            action.setEnabled(status["available"] and not present)
+            if not status["available"]:
+                action.setToolTip(f"Not installed: {status['reason']}. Install: {status['install']}")
+        menu.addSeparator()
+        menu.addAction("From a file or folder…", self.open_dataset_file)
+
+    def _fill_add_model_menu(self) -> None:
+        from workbench.core.model_io import bundled_models
+
+        menu = self.add_model_menu
+        menu.clear()
+        present = {m["name"] for m in self.session.project.models}
+        for card in bundled_models():
+            accuracy = f" — {card['test_accuracy'] * 100:.1f} % on {card.get('dataset')}" if card.get(
+                "test_accuracy") else ""
+            action = menu.addAction(f"{card['name']}{accuracy}",
+                                    lambda name=card["name"]: self.add_bundled_model(name))
+            action.setEnabled(card["available"] and card["name"] not in present)
+            action.setToolTip(card.get("title", "") if card["available"]
+                              else f"Not installed. Install: {card.get('install') or 'reinstall the workbench'}")
+
+    def _build_toolbar(self) -> None:
+        bar = QToolBar("Selection")
+        bar.setObjectName("selectionToolBar")
+        bar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        self.addToolBar(bar)
+        self.model_box, self.dataset_box, self.split_box = QComboBox(), QComboBox(), QComboBox()
+        self.model_box.setObjectName("modelPicker")
+        self.dataset_box.setObjectName("datasetPicker")
+        self.split_box.setObjectName("splitPicker")
+        self._model_names: list[str] = []
+        self._dataset_specs: list[str] = []
+        self._split_names: list[str] = []
+        for label, box, width in (("Model", self.model_box, 200), ("Dataset", self.dataset_box, 170),
+                                  ("Split", self.split_box, 120)):
+            text = QLabel(f"  {label} ")
+            text.setBuddy(box)
+            box.setMinimumWidth(width)
+            box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+            bar.addWidget(text)
+            bar.addWidget(box)
+        self.model_box.activated.connect(
+            lambda i: self.selection.set_model(self._model_names[i]) if i < len(self._model_names) else None)
+        self.dataset_box.activated.connect(
+            lambda i: self.selection.set_dataset(self._dataset_specs[i]) if i < len(self._dataset_specs) else None)
+        self.split_box.activated.connect(
+            lambda i: self.selection.set_split(self._split_names[i]) if i < len(self._split_names) else None)
+        bar.addSeparator()
+        for action_id in ("open_model", "evaluate", "train"):
+            bar.addAction(self.action_map[action_id])
+        self.selection_bar = bar
+        self._fill_pickers()
+
+    def _fill_pickers(self) -> None:
+        """Refill the tool bar's pickers from the project and point them at the selection."""
+        project = self.session.project
+        self._model_names = [m["name"] for m in project.models]
+        self._dataset_specs = project.datasets
+        data = self.session.datasets.get(self.selection.dataset)
+        self._split_names = [s for s in data.splits if len(data.splits[s])] if data else ["train", "test"]
+        for box, names, texts, current in (
+                (self.model_box, self._model_names, self._model_names, self.selection.model),
+                (self.dataset_box, self._dataset_specs, [self.session.dataset_title(s) for s in self._dataset_specs],
+                 self.selection.dataset),
+                (self.split_box, self._split_names,
+                 [f"{s} ({len(data.splits[s]):,})" if data else s for s in self._split_names], self.selection.split)):
+            box.blockSignals(True)
+            box.clear()
+            box.addItems(texts)
+            box.setCurrentIndex(names.index(current) if current in names else -1)
+            box.setEnabled(bool(names))
+            box.blockSignals(False)
+        if not self._model_names:
+            self.model_box.setPlaceholderText("no model yet")
+        self.action_map["evaluate"].setEnabled(self.selection.model is not None and self.selection.dataset is not None)
+
+    def _build_status_bar(self) -> None:
+        self.device_label = QLabel("Device: starting…")
+        self.device_label.setObjectName("deviceLabel")
+        self.device_label.setToolTip("Where jobs compute: a CUDA GPU when present, else the CPU")
+        self.jobs_label = QLabel()
+        self.project_label = QLabel()
+        self.memory_label = QLabel()
+        self.memory_label.setToolTip("Memory this process uses")
+        bar = self.statusBar()
+        for widget in (self.jobs_label, self.device_label, self.project_label, self.memory_label):
+            bar.addPermanentWidget(widget)
+        self.memory_timer = QTimer(self)
+        self.memory_timer.setInterval(2000)
+        self.memory_timer.timeout.connect(self._update_memory)
+        self.memory_timer.start()
+        self._update_memory()
+        self._update_jobs_label()
+
+    def _connect(self) -> None:
+        self.runner.job_failed.connect(self._on_job_failed)
+        self.runner.device_found.connect(lambda text: self.device_label.setText(f"Device: {text}"))
+        self.runner.job_added.connect(lambda _: self._update_jobs_label())
+        self.runner.job_ended.connect(lambda _: self._update_jobs_label())
+        self.session.error.connect(lambda exc: report_error(self, exc))
+        self.session.message.connect(lambda text: self.statusBar().showMessage(text, 8000))
+        self.session.project_changed.connect(self._fill_pickers)
+        self.session.dataset_loaded.connect(lambda _: self._fill_pickers())
+        self.session.ready.connect(self._on_ready)
+        self.session.model_added.connect(self._on_model_added)
+        self.session.dataset_added.connect(self._on_dataset_added)
+        self.selection.changed.connect(lambda _: self._fill_pickers())
+        self.project_panel.open_requested.connect(self.open_item)
+        self.project_panel.evaluate_requested.connect(self._evaluate_model)
+        self.jobs_panel.open_requested.connect(self.open_job)
+        self.views["model"].open_model_requested.connect(self.open_model_file)
+        self.views["model"].train_requested.connect(lambda: self.show_view("training"))
+        self.views["training"].trained.connect(lambda _: self.show_view("training"))
+        self.project_dock.visibilityChanged.connect(
+            lambda _: self.action_map["toggle_project_dock"].setChecked(self.project_dock.isVisibleTo(self)))
+        self.jobs_dock.visibilityChanged.connect(
+            lambda _: self.action_map["toggle_jobs_dock"].setChecked(self.jobs_dock.isVisibleTo(self)))
+        self.action_map["toggle_project_dock"].setChecked(True)
+        self.action_map["toggle_jobs_dock"].setChecked(True)
+
+    # --- start-up --------------------------------------------------------------------------------------
+
+    def _show_start_notices(self, notices) -> None:
+        for text, level in notices:
+            self.notices.add(text, level)
+        project = self.session.project
+        if project.read_only:
+            self.notices.add(f"The project folder {project.folder} is read-only: everything can be viewed, but new "
+                             "results and models cannot be saved. Copy it somewhere writable to work in it.",
+                             "warning")
+        damaged = [p for p in project.problems if not p.startswith("The folder ")]
+        if damaged:
+            self.notices.add(f"{len(damaged)} result{'s' * (len(damaged) != 1)} in this project could not be read; "
+                             "everything else opened. They are listed under Problems in the project panel.",
+                             "warning", ("Show", lambda: self._dialog(report_problems(
+                                 self, "Project problems", "Some results in this project could not be read.", damaged,
+                                 "Delete them from the project panel and compute them again."))))
+
+    def _on_ready(self) -> None:
+        broken = [r for r in self.session.plugin_reports if not r.ok]
+        if broken:
+            names = ", ".join(r.name for r in broken)
+            details = [f"{r.name} ({r.origin}): {r.error}" for r in broken]
+            self.notices.add(f"{len(broken)} plugin{'s' * (len(broken) != 1)} could not be loaded ({names}); the "
+                             "workbench runs without them.", "warning",
+                             ("Details", lambda: self._dialog(report_problems(
+                                 self, "Plugins", "Some plugins could not be loaded.", details,
+                                 "Fix or remove the plugin files, then restart the workbench."))))
+            self.statusBar().showMessage(f"Plugins not loaded: {names}", 15000)
+        if self.runner.device:
+            self.device_label.setText(f"Device: {self.runner.device}")
+        self._fill_pickers()
+
+    def _update_title(self) -> None:
+        project = self.session.project
+        self.setWindowTitle(f"{project.name} — DL Testing Workbench" + (" (read-only)" if project.read_only else ""))
+        self.project_label.setText(f"Project: {project.folder}")
+        self.project_label.setToolTip(str(project.folder))
+
+    def _update_memory(self) -> None:
+        self.memory_label.setText(f"Memory: {memory_in_use()}")
+
+    def _update_jobs_label(self) -> None:
+        active = len(self.runner.active_jobs())
+        self.jobs_label.setText(f"{active} job{'s' * (active != 1)} running" if active else "No jobs running")
+
+    def _dialog(self, dialog: QWidget) -> QWidget:
+        self.dialogs = [d for d in self.dialogs if is_alive(d)] + [dialog]
+        return dialog
+
+    # --- views -------------------------------------------------------------------------------------------
+
+    def show_view(self, name: str) -> None:
+        view = self.views[name]
+        if self.tabs.indexOf(view) < 0:
+            order = list(VIEW_TITLES)
+            position = sum(1 for other in order[:order.index(name)] if self.tabs.indexOf(self.views[other]) >= 0)
+            self.tabs.insertTab(position, view, VIEW_TITLES[name])
+        self.tabs.setCurrentWidget(view)
+
+    def current_view(self) -> str:
+        return next(name for name, view in self.views.items() if view is self.tabs.currentWidget())
+
+    def close_view(self, index: int) -> None:
+        if self.tabs.count() <= 1:
+            self.statusBar().showMessage("The last view stays open; open others from the View menu.", 5000)
+            return
+        self.tabs.removeTab(index)
+
+    def close_current_view(self) -> None:
+        self.close_view(self.tabs.currentIndex())
+
+    def restore_default_layout(self) -> None:
+        self.restoreState(self.default_state)
+        self.project_dock.setVisible(True)
+        self.jobs_dock.setVisible(True)
+        current = self.current_view()
+        for name in VIEW_TITLES:
+            self.show_view(name)
+        self.show_view(current)
+
+    def set_full_screen(self, on: bool) -> None:
+        if on:
+            self.showFullScreen()
+        else:
+            self.showNormal()
+
+    # --- opening things -----------------------------------------------------------------------------------
+
+    def open_item(self, kind: str, payload: dict) -> None:
+        """Double-click in the project panel: point the selection at the item and show its view."""
+        if kind == "dataset":
+            self.selection.set_dataset(payload["spec"])
+            self.show_view("data")
+        elif kind == "model":
+            self.selection.set_model(payload["name"])
+            self.show_view("model")
+        elif kind == "testset" and payload.get("dataset"):
+            self.selection.set_dataset(payload["dataset"])
+            self.selection.set_split(payload.get("split", "test"))
+            self.show_view("data")
+        elif kind == "result":
+            how = payload.get("provenance", {})
+            if how.get("model") and self.session.model_entry(how["model"]) is not None:
+                self.selection.set_model(how["model"])
+            spec = next((s for s in self.session.project.datasets
+                         if self.session.dataset_title(s) == how.get("dataset") or s == how.get("dataset")), None)
+            if spec is not None:
+                self.selection.set_dataset(spec)
+            if how.get("split"):
+                self.selection.set_split(how["split"])
+            self.show_view("model")
+        else:
+            self.statusBar().showMessage(f"The test set {payload.get('name')} cannot be browsed yet.", 5000)
+
+    def open_job(self, job: Job) -> None:
+        """Double-click in the jobs panel: a failure shows its error again, a result its view."""
+        from workbench.core.data import Dataset
+        from workbench.gui.tasks import ModelBundle, TrainedModel
+
+        if job.record.state == FAILED:
+            self._dialog(report_error(self, job.record.error, job.record.details, title=f"{job.name} failed"))
+        elif isinstance(job.result, (TrainedModel,)):
+            self.show_view("training")
+        elif isinstance(job.result, ModelBundle):
+            self.show_view("model")
+        elif isinstance(job.result, dict) and "confusion" in job.result:
+            self.show_view("model")
+        elif isinstance(job.result, Dataset):
+            self.show_view("data")
+
+    def evaluate_selected(self) -> None:
+        if self.selection.model is None or self.selection.dataset is None:
+            return
+        self.session.evaluate(self.selection.model, self.selection.dataset, self.selection.split, force=True)
+        self.show_view("model")
+
+    def _evaluate_model(self, name: str) -> None:
+        self.selection.set_model(name)
+        self.evaluate_selected()
+
+    def open_model_file(self) -> OpenModelDialog:
+        from workbench.core.models import architectures
+
+        dialog = OpenModelDialog([a.name for a in architectures()], self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.accepted.connect(lambda: self.session.add_model_file(**dialog.choices()))
+        dialog.open()
+        return self._dialog(dialog)
+
+    def _on_model_added(self, name: str) -> None:
+        self.selection.set_model(name)
+        self.show_view("model")
+
+    def open_dataset_file(self) -> OpenDatasetDialog:
+        dialog = OpenDatasetDialog(self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.accepted.connect(lambda: self.add_dataset(os.path.abspath(os.path.expanduser(dialog.choice()))))
+        dialog.open()
+        return self._dialog(dialog)
+
+    def add_dataset(self, spec: str) -> None:
+        self.session.add_dataset(spec)
+
+    def _on_dataset_added(self, spec: str) -> None:
+        self.selection.set_dataset(spec)
+        self.show_view("data")
+
+    def add_bundled_model(self, name: str) -> None:
+        self.session.add_bundled_model(name)
+        if self.session.model_entry(name) is not None:
+            self.selection.set_model(name)
+            self.show_view("model")
+
+    # --- projects ----------------------------------------------------------------------------------------
+
+    def choose_project(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Open project folder", str(self.session.project.folder.parent))
+        if folder:
+            self.open_project(folder)
+
+    def open_project(self, folder: str | Path) -> "MainWindow | None":
+        try:
+            project = Project.open(folder)
+        except WorkbenchError as exc:
+            self._dialog(report_error(self, exc, title="Cannot open project"))
+            return None
+        return self.switch_to(project)
+
+    def new_project(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Choose an empty folder for the new project")
+        if not folder:
+            return
+        path = Path(folder)
+        try:
+            if (path / SETTINGS).exists():
+                project = Project.open(path)
+            elif any(path.iterdir()):
+                raise WorkbenchError(f"{path} is not empty.", "Choose an empty folder for a new project.")
+            else:
+                bundled = self.selection.model if self._card_dataset(self.selection.model) else None
+                project = Project.create(path, self.selection.dataset or "fashion-mnist", [bundled] if bundled else [])
+        except (WorkbenchError, OSError) as exc:
+            self._dialog(report_error(self, exc, title="Cannot create project"))
+            return
+        self.switch_to(project)
+
+    def open_demo(self) -> None:
+        from workbench.gui.demo import open_demo_project
+
+        try:
+            project, notices = open_demo_project()
+        except WorkbenchError as exc:
+            self._dialog(report_error(self, exc, title="Cannot open the demo project"))
+            return
+        self.switch_to(project, notices)
+
+    def switch_to(self, project: Project, notices=()) -> "MainWindow":
+        """Open `project` in a new window and close this one (its jobs are cancelled first)."""
+        window = MainWindow(project, notices)
+        window.resize(self.size())
+        _open_windows.add(window)
+        window.destroyed.connect(lambda: _open_windows.discard(window))
+        window.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        window.show()
+        self.close()
+        return window
+
+    # --- errors, help, closing ---------------------------------------------------------------------------
+
+    def _on_job_failed(self, job: Job) -> None:
+        self._dialog(report_error(self, job.record.error, job.record.details, title=f"{job.name} failed"))
+
+    def show_shortcuts(self) -> ShortcutsDialog:
+        dialog = ShortcutsDialog(self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.open()
+        return self._dialog(dialog)
+
+    def show_about(self) -> QMessageBox:
+        import torch  # already imported by the start-up job: this is a lookup, not a load
+
+        box = QMessageBox(QMessageBox.Icon.Information, "About the DL Testing Workbench",
+                          f"<b>DL Testing Workbench {workbench.__version__}</b><p>Test deep-learning image "
+                          f"classifiers: datasets, models, training and evaluation, on {self.runner.device or 'CPU'}."
+                          f"</p><p>PyTorch {torch.__version__}. Licence: MIT.</p>", parent=self)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.open()
+        return self._dialog(box)
+
+    def _save_layout(self) -> None:
+        project = self.session.project
+        if project.read_only:
+            return
+        gui = project.settings.setdefault("gui", {})
+        gui["layout"] = {"state": bytes(self.saveState().toBase64()).decode(),
+                         "geometry": bytes(self.saveGeometry().toBase64()).decode(),
+                         "view": self.current_view(),
+                         "closed_views": [n for n, v in self.views.items() if self.tabs.indexOf(v) < 0]}
+        gui["selection"] = {"model": self.selection.model, "dataset": self.selection.dataset,
+                            "split": self.selection.split}
+        try:
+            project.save()
+        except WorkbenchError:
+            pass  # the layout is a convenience: a folder that went read-only must not block closing
+
+    def _restore_layout(self) -> None:
+        layout = self.session.project.settings.get("gui", {}).get("layout", {})
+        if layout.get("geometry"):
+            self.restoreGeometry(QByteArray.fromBase64(layout["geometry"].encode()))
+        else:
+            self.resize(*DEFAULT_SIZE)
+        if layout.get("state"):
+            self.restoreState(QByteArray.fromBase64(layout["state"].encode()))
+        for name in layout.get("closed_views", []):
+            if name in self.views and self.tabs.count() > 1:
+                self.tabs.removeTab(self.tabs.indexOf(self.views[name]))
+        if layout.get("view") in self.views:
+            self.show_view(layout["view"])
+
+    def closeEvent(self, event) -> None:
+        if not self.runner.is_idle():
+            self.statusBar().showMessage("Stopping running jobs…")
+        self.runner.shutdown()
+        self.memory_timer.stop()
+        self.jobs_panel.clock.stop()
+        self._save_layout()
+        for dialog in self.dialogs:
+            if is_alive(dialog):
+                dialog.close()
+        super().closeEvent(event)
+
+
+def is_alive(widget: QWidget) -> bool:
+    from shiboken6 import isValid
+
+    return isValid(widget)

@@ -1,0 +1,113 @@
+"""Dialogs that add a user's model file or dataset to the project.
+
+The model dialog asks for the architecture when the file holds only weights, and offers an
+explicit "I trust this file" box: without it a pickled model is refused (loading a pickle can run
+code from the file). Both dialogs only collect choices; loading happens in a job.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QFileDialog, QFormLayout,
+                               QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget)
+
+MODEL_FILTER = "Models (*.pt *.pth *.pt2 *.jit *.safetensors);;All files (*)"
+DATASET_FILTER = "Datasets (*.npz *.h5 *.hdf5);;All files (*)"
+
+
+def _path_row(edit: QLineEdit, *buttons: QPushButton) -> QHBoxLayout:
+    row = QHBoxLayout()
+    row.addWidget(edit, 1)
+    for button in buttons:
+        row.addWidget(button)
+    return row
+
+
+class OpenModelDialog(QDialog):
+    def __init__(self, architectures: list[str], parent: QWidget | None = None, path: str = ""):
+        super().__init__(parent)
+        self.setWindowTitle("Open model file")
+        self.path = QLineEdit(path)
+        self.path.setPlaceholderText("/path/to/model.pt")
+        browse = QPushButton("Browse…")
+        browse.clicked.connect(self._browse)
+        self._architectures = [None] + list(architectures)
+        self.arch = QComboBox()
+        self.arch.addItem("Read it from the file")
+        self.arch.addItems(list(architectures))
+        self.arch.setToolTip("Needed for plain weights (a state_dict or .safetensors) without a descriptor")
+        self.name = QLineEdit()
+        self.name.setPlaceholderText("default: from the file")
+        self.trust = QCheckBox("I trust this file")
+        self.trust.setObjectName("trustCheckBox")
+        warning = QLabel("A file that holds a pickled model can run code when it is loaded. Tick the box only "
+                         "for files from a source you trust; plain weights, TorchScript and torch.export files "
+                         "never need it.")
+        warning.setWordWrap(True)
+        form = QFormLayout()
+        form.addRow("File", _path_row(self.path, browse))
+        form.addRow("Architecture", self.arch)
+        form.addRow("Name in the project", self.name)
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Open | QDialogButtonBox.StandardButton.Cancel)
+        self.buttons.accepted.connect(self.accept)
+        self.buttons.rejected.connect(self.reject)
+        self.path.textChanged.connect(self._update)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(self.trust)
+        layout.addWidget(warning)
+        layout.addWidget(self.buttons)
+        self.setMinimumWidth(520)
+        self._update()
+
+    def _browse(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open model file", self.path.text(), MODEL_FILTER)
+        if path:
+            self.path.setText(path)
+
+    def _update(self) -> None:
+        self.buttons.button(QDialogButtonBox.StandardButton.Open).setEnabled(bool(self.path.text().strip()))
+
+    def choices(self) -> dict:
+        """path, arch (None: from the file), trust, name (None: from the file)."""
+        return {"path": self.path.text().strip(), "arch": self._architectures[self.arch.currentIndex()],
+                "trust": self.trust.isChecked(), "name": self.name.text().strip() or None}
+
+
+class OpenDatasetDialog(QDialog):
+    def __init__(self, parent: QWidget | None = None, path: str = ""):
+        super().__init__(parent)
+        self.setWindowTitle("Open dataset")
+        self.path = QLineEdit(path)
+        self.path.setPlaceholderText("an IDX folder, an image folder, or a .npz / .h5 file")
+        file_button = QPushButton("File…")
+        file_button.clicked.connect(self._browse_file)
+        folder_button = QPushButton("Folder…")
+        folder_button.clicked.connect(self._browse_folder)
+        note = QLabel("Folders may hold MNIST-style IDX files or one sub-folder of images per class "
+                      "(optionally under train/ and test/). Files: .npz with x and y (or x_train, y_train, "
+                      "x_test, y_test), or .h5 with the same names.")
+        note.setWordWrap(True)
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Open | QDialogButtonBox.StandardButton.Cancel)
+        self.buttons.accepted.connect(self.accept)
+        self.buttons.rejected.connect(self.reject)
+        self.path.textChanged.connect(
+            lambda text: self.buttons.button(QDialogButtonBox.StandardButton.Open).setEnabled(bool(text.strip())))
+        self.buttons.button(QDialogButtonBox.StandardButton.Open).setEnabled(bool(path))
+        layout = QVBoxLayout(self)
+        layout.addLayout(_path_row(self.path, file_button, folder_button))
+        layout.addWidget(note)
+        layout.addWidget(self.buttons)
+        self.setMinimumWidth(520)
+
+    def _browse_file(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open dataset file", self.path.text(), DATASET_FILTER)
+        if path:
+            self.path.setText(path)
+
+    def _browse_folder(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Open dataset folder", self.path.text())
+        if path:
+            self.path.setText(path)
+
+    def choice(self) -> str:
+        return self.path.text().strip()

@@ -1,0 +1,22 @@
+"""pyqtgraph's look, taken from the application palette so plots match light and dark themes."""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+from PySide6.QtGui import QPalette
+from PySide6.QtWidgets import QApplication
+
+
+def configure_pyqtgraph() -> None:
+    """Anti-aliased plots on the palette's base colour with text-coloured axes; call before plotting."""
+    app = QApplication.instance()
+    palette = app.palette() if app is not None else QPalette()
+    pg.setConfigOptions(antialias=True, background=palette.color(QPalette.ColorRole.Base),
+                        foreground=palette.color(QPalette.ColorRole.Text))
+
+
+def muted_text_color() -> str:
+    """The palette's placeholder-text colour as a CSS colour, for secondary labels inside plots."""
+    app = QApplication.instance()
+    palette = app.palette() if app is not None else QPalette()
+    return palette.color(QPalette.ColorRole.PlaceholderText).name()

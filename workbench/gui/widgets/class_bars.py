@@ -1,0 +1,48 @@
+"""Horizontal bars of a per-class percentage, each class in its own colour, value at the bar's end."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+
+from workbench.gui.colors import class_color
+
+
+class ClassBars(pg.PlotWidget):
+    """`set_values(names, fractions)`: one bar per class, 0–100 %; a missing value draws no bar."""
+
+    def __init__(self, parent=None, axis_title: str = "Accuracy (%)"):
+        super().__init__(parent)
+        self.plot = self.getPlotItem()
+        self.plot.setMenuEnabled(False)
+        self.plot.setMouseEnabled(False, False)
+        self.plot.hideButtons()
+        self.plot.invertY(True)
+        self.plot.setLabel("bottom", axis_title)
+        self.plot.showGrid(x=True, y=False, alpha=0.25)
+        self.plot.getAxis("left").setStyle(tickLength=0)
+        self.values = np.zeros(0)
+        self._items: list = []
+
+    def set_values(self, names: list[str], fractions: list[float | None]) -> None:
+        for item in self._items:
+            self.plot.removeItem(item)
+        self._items = []
+        k = len(names)
+        self.values = np.array([np.nan if f is None else 100.0 * f for f in fractions], dtype=float)
+        brushes = [pg.mkBrush(class_color(i)) for i in range(k)]
+        widths = np.nan_to_num(self.values, nan=0.0)
+        bars = pg.BarGraphItem(x0=np.zeros(k), y=np.arange(k), height=0.7, width=widths, brushes=brushes,
+                               pen=pg.mkPen(None))
+        self.plot.addItem(bars)
+        self._items.append(bars)
+        for i, v in enumerate(self.values):
+            label = pg.TextItem("—" if np.isnan(v) else f"{v:.1f} %", anchor=(0, 0.5),
+                                color=self.plot.getAxis("bottom").textPen().color())
+            label.setPos(0 if np.isnan(v) else v, i)
+            self.plot.addItem(label)
+            self._items.append(label)
+        self.plot.getAxis("left").setTicks([[(i, name) for i, name in enumerate(names)]])
+        self.plot.setXRange(0, 115, padding=0)  # room for the value labels after a full bar
+        self.plot.setYRange(-0.5, k - 0.5, padding=0.02)
+        self.plot.getAxis("bottom").setTicks([[(v, str(v)) for v in range(0, 101, 20)]])

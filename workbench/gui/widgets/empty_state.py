@@ -1,0 +1,70 @@
+"""What a view shows when it has nothing to show yet: what is happening or what to do next.
+
+Never an empty canvas (spec/gui.md §1): a title, a sentence, and the buttons that move things on,
+or a busy bar while a job fetches the data.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
+
+
+class EmptyState(QWidget):
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.title = QLabel()
+        self.title.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        font = self.title.font()
+        font.setPointSizeF(font.pointSizeF() * 1.3)
+        font.setBold(True)
+        self.title.setFont(font)
+        self.text = QLabel()
+        self.text.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.text.setWordWrap(True)
+        self.text.setMaximumWidth(560)
+        self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.busy = QProgressBar()
+        self.busy.setRange(0, 0)
+        self.busy.setMaximumWidth(240)
+        self.busy.setTextVisible(False)
+        self.buttons = QHBoxLayout()
+        self.buttons.addStretch(1)
+        self.buttons.addStretch(1)
+        layout = QVBoxLayout(self)
+        layout.addStretch(1)
+        layout.addWidget(self.title)
+        layout.addWidget(self.text, 0, Qt.AlignmentFlag.AlignHCenter)
+        layout.addWidget(self.busy, 0, Qt.AlignmentFlag.AlignHCenter)
+        layout.addLayout(self.buttons)
+        layout.addStretch(2)
+
+    def show_message(self, title: str, text: str = "", actions: list[tuple[str, Callable[[], None]]] = (),
+                     busy: bool = False) -> None:
+        self.title.setText(title)
+        self.text.setText(text)
+        self.text.setVisible(bool(text))
+        self.busy.setVisible(busy)
+        while self.buttons.count() > 2:
+            widget = self.buttons.takeAt(1).widget()
+            widget.deleteLater()
+        for i, (label, handler) in enumerate(actions):
+            button = QPushButton(label)
+            button.clicked.connect(handler)
+            if i == 0:
+                button.setDefault(True)
+            self.buttons.insertWidget(1 + i, button)
+
+    def button_texts(self) -> list[str]:
+        return [self.buttons.itemAt(i).widget().text() for i in range(1, self.buttons.count() - 1)]
+
+    def click(self, text: str) -> None:
+        """Press the button labelled `text` (tests and keyboard shortcuts use it)."""
+        for i in range(1, self.buttons.count() - 1):
+            button = self.buttons.itemAt(i).widget()
+            if button.text() == text:
+                button.click()
+                return
+        raise KeyError(text)

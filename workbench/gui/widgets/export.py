@@ -1,0 +1,72 @@
+"""An "Export" button for plots: PNG at twice the screen scale, SVG, and the data as CSV."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Callable
+
+from PySide6.QtWidgets import QFileDialog, QMenu, QToolButton, QWidget
+
+CsvRows = Callable[[], tuple[list[str], list[list]]]  # header, rows
+
+
+def export_png(scene_or_item, path: str | Path, scale: float = 2.0) -> Path:
+    """Render a pyqtgraph scene or item to PNG at `scale` times its size on screen."""
+    import pyqtgraph.exporters as exporters
+
+    exporter = exporters.ImageExporter(scene_or_item)
+    width = exporter.parameters()["width"]
+    exporter.parameters()["width"] = int(width * scale)
+    exporter.export(str(path))
+    return Path(path)
+
+
+def export_svg(scene_or_item, path: str | Path) -> Path:
+    import pyqtgraph.exporters as exporters
+
+    exporters.SVGExporter(scene_or_item).export(str(path))
+    return Path(path)
+
+
+def export_csv(rows: CsvRows, path: str | Path) -> Path:
+    header, data = rows()
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(data)
+    return Path(path)
+
+
+class ExportButton(QToolButton):
+    """A tool button whose menu saves what a plot shows; `source()` returns the scene to render."""
+
+    def __init__(self, source: Callable[[], object], rows: CsvRows | None, basename: str,
+                 parent: QWidget | None = None):
+        super().__init__(parent)
+        self.source, self.rows, self.basename = source, rows, basename
+        self.setText("Export")
+        self.setToolTip("Save this plot as PNG or SVG, or its data as CSV")
+        self.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        menu = QMenu(self)
+        menu.addAction("PNG image (2×)…", lambda: self._save("PNG image (*.png)", ".png", export_png))
+        menu.addAction("SVG drawing…", lambda: self._save("SVG drawing (*.svg)", ".svg", export_svg))
+        if rows is not None:
+            menu.addAction("Data as CSV…", lambda: self._save("CSV table (*.csv)", ".csv",
+                                                               lambda _, p: export_csv(self.rows, p)))
+        self.setMenu(menu)
+
+    def _save(self, file_filter: str, suffix: str, write) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Export", self.basename + suffix, file_filter)
+        if not path:
+            return
+        if not path.endswith(suffix):
+            path += suffix
+        try:
+            write(self.source(), path)
+        except OSError as exc:
+            from workbench.core.errors import WorkbenchError
+            from workbench.gui.errors import report_error
+
+            report_error(self, WorkbenchError(f"Could not write {path}: {exc.strerror or exc}.",
+                                              "Choose a folder you can write to.", details=repr(exc)))

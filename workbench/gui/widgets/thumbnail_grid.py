@@ -1,0 +1,280 @@
+"""A virtualised grid of image thumbnails: a list model over an index array and a painting delegate.
+
+There is no widget and no pixmap per image. The model maps rows to dataset indices (the class and
+outcome filters just swap that index array) and turns images into tiny `QImage`s on demand, a block
+of rows at a time, keeping the most recently used in a bounded cache. The delegate paints each
+cell: the image scaled by a whole factor with nearest-neighbour sampling (28×28 pixels stay sharp),
+the true label, the prediction, and a red frame when the two differ. So 60,000 images scroll as
+smoothly as 60.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, QRect, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QImage, QPainter, QPalette, QPen
+from PySide6.QtWidgets import QAbstractItemView, QListView, QStyle, QStyledItemDelegate, QStyleOptionViewItem
+
+from workbench.gui.colors import MISMATCH, class_color
+
+CACHE_IMAGES = 8192  # about 6 MB of 28×28 grey thumbnails; far more than a screen shows
+BLOCK_ROWS = 256  # images converted per cache miss: one numpy call instead of 256
+
+INDEX_ROLE = Qt.ItemDataRole.UserRole + 1
+LABEL_ROLE = Qt.ItemDataRole.UserRole + 2
+PREDICTION_ROLE = Qt.ItemDataRole.UserRole + 3
+IMAGE_ROLE = Qt.ItemDataRole.UserRole + 4
+
+OUTCOMES = ("all", "wrong", "right")
+
+
+def to_qimage(pixels: np.ndarray) -> QImage:
+    """One uint8 H×W×C image (C = 1 or 3) as a QImage that owns its memory."""
+    h, w, c = pixels.shape
+    fmt = QImage.Format.Format_Grayscale8 if c == 1 else QImage.Format.Format_RGB888
+    data = np.ascontiguousarray(pixels if c == 3 else pixels[:, :, 0])
+    return QImage(data.tobytes(), w, h, w * c, fmt).copy()
+
+
+class ThumbnailModel(QAbstractListModel):
+    """Rows are images of one split, optionally filtered by class and by prediction outcome."""
+
+    filter_changed = Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.split = None
+        self.class_names: list[str] = []
+        self.labels = np.zeros(0, np.int64)
+        self.predictions: np.ndarray | None = None
+        self.rows = np.zeros(0, np.int64)  # dataset index of each row
+        self.class_filter: int | None = None
+        self.outcome = "all"
+        self._cache: OrderedDict[int, QImage] = OrderedDict()
+
+    # --- content -----------------------------------------------------------------------------------
+
+    def set_split(self, split, class_names: list[str], predictions: np.ndarray | None = None) -> None:
+        """Show `split` (anything with `labels`, `thumbnails(index)` and `len`), keeping the filters."""
+        self.beginResetModel()
+        self.split = split
+        self.class_names = list(class_names)
+        self.labels = np.asarray(split.labels) if split is not None else np.zeros(0, np.int64)
+        self.predictions = self._checked(predictions)
+        self._cache.clear()
+        if self.class_filter is not None and self.class_filter >= len(self.class_names):
+            self.class_filter = None
+        self.rows = self._filtered_rows()
+        self.endResetModel()
+        self.filter_changed.emit()
+
+    def set_predictions(self, predictions: np.ndarray | None) -> None:
+        """Attach (or drop) one predicted class per image; the outcome filter applies from now on."""
+        predictions = self._checked(predictions)
+        if predictions is None and self.predictions is None:
+            return
+        self.predictions = predictions
+        rows = self._filtered_rows()
+        if np.array_equal(rows, self.rows):
+            # Same rows: repaint them and keep the view's current item and scroll position.
+            if len(rows):
+                self.dataChanged.emit(self.index(0), self.index(len(rows) - 1))
+        else:
+            self.beginResetModel()
+            self.rows = rows
+            self.endResetModel()
+        self.filter_changed.emit()
+
+    def _checked(self, predictions):
+        if predictions is None:
+            return None
+        predictions = np.asarray(predictions)
+        return predictions if len(predictions) == len(self.labels) else None
+
+    def set_filter(self, class_index: int | None = None, outcome: str = "all") -> None:
+        """Keep only images of one true class (None: all) and/or of one outcome."""
+        if outcome not in OUTCOMES:
+            raise ValueError(f"outcome must be one of {OUTCOMES}")
+        if (class_index, outcome) == (self.class_filter, self.outcome):
+            return
+        self.beginResetModel()
+        self.class_filter, self.outcome = class_index, outcome
+        self.rows = self._filtered_rows()
+        self.endResetModel()
+        self.filter_changed.emit()
+
+    def _filtered_rows(self) -> np.ndarray:
+        keep = np.ones(len(self.labels), dtype=bool)
+        if self.class_filter is not None:
+            keep &= self.labels == self.class_filter
+        if self.outcome != "all" and self.predictions is not None:
+            wrong = self.predictions != self.labels
+            keep &= wrong if self.outcome == "wrong" else ~wrong
+        return np.flatnonzero(keep)
+
+    @property
+    def total(self) -> int:
+        return len(self.labels)
+
+    def wrong_count(self) -> int | None:
+        """Misclassified images among the rows shown, or None without predictions."""
+        if self.predictions is None:
+            return None
+        return int((self.predictions[self.rows] != self.labels[self.rows]).sum())
+
+    # --- Qt model ----------------------------------------------------------------------------------
+
+    def rowCount(self, parent=QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(self.rows)
+
+    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole):
+        if not index.isValid() or index.row() >= len(self.rows):
+            return None
+        i = int(self.rows[index.row()])
+        if role == IMAGE_ROLE:
+            return self.image(index.row())
+        if role == INDEX_ROLE:
+            return i
+        if role == LABEL_ROLE:
+            return int(self.labels[i])
+        if role == PREDICTION_ROLE:
+            return None if self.predictions is None else int(self.predictions[i])
+        if role == Qt.ItemDataRole.ToolTipRole:
+            text = f"#{i} · true: {self.class_name(int(self.labels[i]))}"
+            if self.predictions is not None:
+                text += f" · predicted: {self.class_name(int(self.predictions[i]))}"
+            return text
+        if role == Qt.ItemDataRole.AccessibleTextRole:
+            return f"image {i}, {self.class_name(int(self.labels[i]))}"
+        return None
+
+    def label_at(self, row: int) -> int:
+        return int(self.labels[self.rows[row]])
+
+    def prediction_at(self, row: int) -> int | None:
+        return None if self.predictions is None else int(self.predictions[self.rows[row]])
+
+    def class_name(self, k: int) -> str:
+        return self.class_names[k] if 0 <= k < len(self.class_names) else str(k)
+
+    def image(self, row: int) -> QImage:
+        """The thumbnail at `row`, converting the block of rows around it on a cache miss."""
+        i = int(self.rows[row])
+        cached = self._cache.get(i)
+        if cached is not None:
+            self._cache.move_to_end(i)
+            return cached
+        start = (row // BLOCK_ROWS) * BLOCK_ROWS
+        block = self.rows[start:start + BLOCK_ROWS]
+        order = np.argsort(block, kind="stable")  # increasing indices: lazily read files need them
+        pixels = self.split.thumbnails(block[order])
+        for j, k in enumerate(order):
+            self._cache[int(block[k])] = to_qimage(pixels[j])
+        while len(self._cache) > CACHE_IMAGES:
+            self._cache.popitem(last=False)
+        self._cache.move_to_end(i)
+        return self._cache[i]
+
+
+class ThumbnailDelegate(QStyledItemDelegate):
+    """Paints one cell: image, true label (with its class colour), prediction, red frame if wrong."""
+
+    PAD = 4
+
+    def __init__(self, parent=None, image_size: int = 84):
+        super().__init__(parent)
+        self.image_size = image_size
+
+    def cell_size(self, option_font_height: int) -> QSize:
+        lines = 2 * (option_font_height + 1)
+        return QSize(self.image_size + 2 * self.PAD, self.image_size + 2 * self.PAD + lines)
+
+    def sizeHint(self, option: QStyleOptionViewItem, index) -> QSize:
+        return self.cell_size(option.fontMetrics.height())
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index) -> None:
+        # Ask the Python model directly: reading an empty QVariant back through index.data()
+        # drops a reference to None in PySide6 6.12 on Python 3.11, which eventually aborts.
+        model: ThumbnailModel = index.model()
+        row = index.row()
+        image = model.image(row)
+        label, prediction = model.label_at(row), model.prediction_at(row)
+        rect, palette = option.rect, option.palette
+        painter.save()
+        if option.state & QStyle.StateFlag.State_Selected:
+            painter.fillRect(rect, palette.color(QPalette.ColorRole.Highlight))
+            text_color = palette.color(QPalette.ColorRole.HighlightedText)
+        else:
+            if option.state & QStyle.StateFlag.State_MouseOver:
+                painter.fillRect(rect, palette.color(QPalette.ColorRole.AlternateBase))
+            text_color = palette.color(QPalette.ColorRole.Text)
+
+        # Whole-number scaling with nearest-neighbour sampling: no blur, every pixel the same size.
+        scale = max(1, self.image_size // max(image.width(), image.height()))
+        w, h = image.width() * scale, image.height() * scale
+        box = QRect(rect.x() + (rect.width() - w) // 2, rect.y() + self.PAD + (self.image_size - h) // 2, w, h)
+        painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)
+        painter.drawImage(box, image)
+        wrong = prediction is not None and prediction != label
+        if wrong:
+            painter.setPen(QPen(MISMATCH, 3))
+            painter.drawRect(box.adjusted(-1, -1, 1, 1))
+
+        fm = option.fontMetrics
+        line_h = fm.height() + 1
+        y = rect.y() + 2 * self.PAD + self.image_size
+        swatch = QRect(rect.x() + self.PAD, y + (line_h - 8) // 2, 8, 8)
+        painter.fillRect(swatch, class_color(label))
+        text_left = swatch.right() + 4
+        text_w = rect.right() - self.PAD - text_left
+        painter.setPen(text_color)
+        painter.drawText(QRect(text_left, y, text_w, line_h), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                         fm.elidedText(model.class_name(label), Qt.TextElideMode.ElideRight, text_w))
+        if prediction is not None:
+            muted = QColor(text_color)
+            muted.setAlphaF(0.65)
+            painter.setPen(MISMATCH if wrong and not option.state & QStyle.StateFlag.State_Selected else muted)
+            text = "→ " + model.class_name(prediction)
+            painter.drawText(QRect(rect.x() + self.PAD, y + line_h, rect.width() - 2 * self.PAD, line_h),
+                             Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                             fm.elidedText(text, Qt.TextElideMode.ElideRight, rect.width() - 2 * self.PAD))
+        painter.restore()
+
+
+class ThumbnailGrid(QListView):
+    """A wrapping, uniformly sized list view: Qt lays out and paints only what is visible."""
+
+    def __init__(self, parent=None, image_size: int = 84):
+        super().__init__(parent)
+        self.thumbnails = ThumbnailModel(self)
+        self.delegate = ThumbnailDelegate(self, image_size)
+        self.setModel(self.thumbnails)
+        self.setItemDelegate(self.delegate)
+        # List mode with left-to-right wrapping lays uniform cells out arithmetically; icon mode
+        # would keep a position per item, which costs time and memory at 60k items.
+        self.setViewMode(QListView.ViewMode.ListMode)
+        self.setFlow(QListView.Flow.LeftToRight)
+        self.setWrapping(True)
+        self.setResizeMode(QListView.ResizeMode.Adjust)
+        self.setUniformItemSizes(True)
+        self.setMovement(QListView.Movement.Static)
+        # Batched layout keeps each step of laying out 60k cells to a few milliseconds.
+        self.setLayoutMode(QListView.LayoutMode.Batched)
+        self.setBatchSize(2000)
+        self.setSpacing(2)
+        self.setMouseTracking(True)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        self.verticalScrollBar().setSingleStep(24)
+
+    def set_image_size(self, size: int) -> None:
+        self.delegate.image_size = size
+        # The view caches the uniform cell size; this makes it ask the delegate again.
+        if self.thumbnails.rowCount():
+            self.delegate.sizeHintChanged.emit(self.thumbnails.index(0))
+
+    def selected_indices(self) -> list[int]:
+        """Dataset indices of the selected thumbnails, in row order."""
+        return [int(self.thumbnails.rows[i.row()]) for i in sorted(self.selectedIndexes(), key=lambda i: i.row())]
