@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -161,6 +162,8 @@ def cmd_train(args) -> int:
 
     dataset = load_dataset(args.data, download=args.download)
     project = Project.open_or_create(args.project, dataset.recipe.get("name", args.data)) if args.project else None
+    if project:
+        project.ensure_writable()
     out = Path(args.out) if args.out else (
         (project.folder / "models" if project else Path.cwd()) / f"{args.model}-{dataset.name}.pt")
 
@@ -210,6 +213,8 @@ def cmd_evaluate(args) -> int:
     dataset = load_dataset(args.data, download=args.download)
     # opened before the work, so a damaged project.json stops us before minutes of evaluation
     project = Project.open_or_create(args.project, dataset.recipe.get("name", args.data)) if args.project else None
+    if project:
+        project.ensure_writable()
     ctx, bar = _context(args)
     try:
         result = evaluate(ctx, model, dataset, args.split)
@@ -262,6 +267,9 @@ def main(argv: list[str] | None = None) -> int:
         if exc.details:
             print("  " + exc.details.replace("\n", "\n  "), file=sys.stderr)
         return EXIT_ERROR
+    except BrokenPipeError:  # output piped into `head` and the like: not an error
+        sys.stdout = open(os.devnull, "w")
+        return 0
     except (KeyboardInterrupt, Cancelled):
         print("cancelled; nothing was written.", file=sys.stderr)
         return EXIT_CANCELLED

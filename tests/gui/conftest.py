@@ -81,6 +81,9 @@ def open_window(qtbot, demo_dir, error_dialogs):
         window = MainWindow(project, list(notices))
         qtbot.addWidget(window)
         window.show()
+        # Window shortcuts (Ctrl+1, F1, …) only fire in the active window.
+        window.activateWindow()
+        qtbot.waitUntil(window.isActiveWindow, timeout=5000)
         windows.append(window)
         return window
 
@@ -88,7 +91,7 @@ def open_window(qtbot, demo_dir, error_dialogs):
     for window in windows:
         if is_alive(window):
             window.close()
-            assert window.runner.pool.activeThreadCount() == 0
+            assert window.runner.active_thread_count() == 0
             assert window.runner.is_idle()
 
 

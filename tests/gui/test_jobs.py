@@ -38,7 +38,7 @@ def runner(qapp):
     runner = JobRunner()
     yield runner
     assert runner.shutdown(5000)
-    assert runner.pool.activeThreadCount() == 0
+    assert runner.active_thread_count() == 0
 
 
 def test_job_reports_progress_partials_and_result_in_the_ui_thread(qtbot, runner):
@@ -117,7 +117,7 @@ def test_shutdown_cancels_running_and_queued_jobs_and_waits_for_threads(qtbot, r
     t0 = time.monotonic()
     assert runner.shutdown(5000)
     assert time.monotonic() - t0 < 1.5
-    assert runner.pool.activeThreadCount() == 0
+    assert runner.active_thread_count() == 0
     qtbot.waitUntil(lambda: all(j.record.state == CANCELLED for j in jobs), timeout=2000)
     assert not any((tmp_path / f"{i}.txt").exists() for i in range(4))
     late = runner.submit("after shutdown", counting_job, 1, uses_device=False)

@@ -134,7 +134,7 @@ def test_closing_the_window_during_training_stops_it_and_leaves_nothing(qtbot, o
     t0 = time.monotonic()
     window.close()
     assert time.monotonic() - t0 < 2.0
-    assert window.runner.pool.activeThreadCount() == 0
+    assert window.runner.active_thread_count() == 0
     qtbot.waitUntil(lambda: job.record.state == CANCELLED, timeout=2000)
     models = window.session.project.folder / "models"
     assert not models.exists() or not any(models.iterdir())

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import pickle
+import re
 import tempfile
 import zipfile
 from dataclasses import asdict, dataclass, field
@@ -147,13 +148,17 @@ def _state_dict_diff(module, state: dict) -> str:
     extra = [k for k in state if k not in own]
     shapes = [f"{k}: file {tuple(state[k].shape)} vs model {tuple(own[k].shape)}"
               for k in own if k in state and tuple(state[k].shape) != tuple(own[k].shape)]
+    def listed(items: list[str], sep: str) -> str:
+        more = f"{sep}… and {len(items) - 8} more" if len(items) > 8 else ""
+        return sep.join(items[:8]) + more
+
     parts = []
     if missing:
-        parts.append("missing in file: " + ", ".join(missing[:8]))
+        parts.append("missing in file: " + listed(missing, ", "))
     if extra:
-        parts.append("not in the architecture: " + ", ".join(extra[:8]))
+        parts.append("not in the architecture: " + listed(extra, ", "))
     if shapes:
-        parts.append("shape mismatch: " + "; ".join(shapes[:8]))
+        parts.append("shape mismatch: " + listed(shapes, "; "))
     return "\n".join(parts)
 
 
@@ -179,6 +184,13 @@ def _looks_pickled(path: Path) -> bool:
         return f.read(1) == b"\x80"
 
 
+def _refused_global(exc: Exception) -> str:
+    """The one useful line of torch's long weights-only refusal (which also carries terminal codes)."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
+    found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
+    return f"The file needs the Python object {found.group(1)} to be unpickled." if found else text
+
+
 def _torch_load(path: Path, trust: bool):
     import torch
 
@@ -193,7 +205,7 @@ def _torch_load(path: Path, trust: bool):
             raise WorkbenchError(
                 f"{path.name} holds a pickled Python object, not just weights; loading it could run code.",
                 "Load it only if you trust where it came from: pass --trust-file (GUI: tick "
-                "'I trust this file'), or re-save it as a state_dict.", details=str(exc)) from exc
+                "'I trust this file'), or re-save it as a state_dict.", details=_refused_global(exc)) from exc
         return torch.load(path, map_location="cpu", weights_only=False)
     except Exception as exc:  # truncated zips, random bytes, wrong formats
         raise WorkbenchError(f"{path.name} is not a readable PyTorch file ({type(exc).__name__}).",

@@ -111,7 +111,7 @@ class Project:
     def testsets(self) -> list[dict]:
         return list(self.settings["testsets"]) + [
             {"name": n, "artifact": n, **e.get("provenance", {})}
-            for n, e in self.settings["artifacts"].items() if e["kind"] == "testset"]
+            for n, e in self.settings["artifacts"].items() if e["kind"] == "testset" and "problem" not in e]
 
     def artifacts(self, kind: str | None = None) -> dict[str, dict]:
         return {n: e for n, e in self.settings["artifacts"].items() if kind is None or e["kind"] == kind}
@@ -133,7 +133,7 @@ class Project:
 
     def save_artifact(self, kind: str, name: str, arrays: dict[str, np.ndarray], **how) -> dict:
         """Write an artifact file atomically and index it; an existing one of that name is replaced."""
-        self._check_writable()
+        self.ensure_writable()
         file = f"artifacts/{_slug(kind)}/{_slug(name)}.h5"
         record = provenance(kind=kind, **how)
         write_artifact(self.folder / file, kind, arrays, record)
@@ -156,20 +156,21 @@ class Project:
         return None
 
     def delete_artifact(self, name: str) -> None:
-        self._check_writable()
+        self.ensure_writable()
         entry = self.settings["artifacts"].pop(name)
         self.save()
         (self.folder / entry["file"]).unlink(missing_ok=True)
 
     # --- saving ------------------------------------------------------------------------------------
 
-    def _check_writable(self) -> None:
+    def ensure_writable(self) -> None:
+        """Raise before any work is done if results could not be saved here."""
         if self.read_only:
             raise WorkbenchError(f"The project folder {self.folder} is read-only.",
                                  "Copy the project to a folder you can write to and open it there.")
 
     def save(self) -> None:
-        self._check_writable()
+        self.ensure_writable()
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

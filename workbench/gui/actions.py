@@ -61,23 +61,28 @@ def plain(text: str) -> str:
     return text.replace("&", "").rstrip("…")
 
 
-def build_actions(window: QMainWindow, handlers: dict[str, Callable]) -> tuple[dict[str, QAction], dict[str, QMenu]]:
+def build_actions(window: QMainWindow, handlers: dict[str, Callable | QAction]
+                  ) -> tuple[dict[str, QAction], dict[str, QMenu]]:
     """Create the menu bar from `ACTIONS`; returns the actions and the menus by name."""
     menus = {name: window.menuBar().addMenu(f"&{name}") for name in MENUS}
     actions: dict[str, QAction] = {}
     for spec in ACTIONS:
-        action = QAction(spec.text, window)
+        handler = handlers[spec.id]
+        # A handler may be a ready-made action (a dock's toggle action): it gets the table's text and keys.
+        action = handler if isinstance(handler, QAction) else QAction(window)
+        action.setText(spec.text)
         action.setObjectName(f"action_{spec.id}")
         if spec.shortcut:
             action.setShortcut(QKeySequence(spec.shortcut))
         if spec.tip:
             action.setStatusTip(spec.tip)
             action.setToolTip(spec.tip)
-        action.setCheckable(spec.checkable)
         if spec.short:
             action.setIconText(spec.short)
-        handler = handlers[spec.id]
-        if spec.checkable:
+        if isinstance(handler, QAction):
+            pass
+        elif spec.checkable:
+            action.setCheckable(True)
             action.toggled.connect(handler)
         else:
             action.triggered.connect(lambda _checked=False, handler=handler: handler())

@@ -6,8 +6,13 @@ object lives in the UI thread, Qt queues them there, so slots never run on a wor
 alone updates each `JobRecord`, which is what the jobs panel shows.
 
 Cancelling sets the context's flag; the job raises `Cancelled` at its next progress report (at
-least once per batch). `shutdown()` cancels everything and waits for the pool, so closing the
+least once per batch). `shutdown()` cancels everything and waits for the pools, so closing the
 window leaves no thread behind.
+
+Jobs that compute with PyTorch run one at a time in a "compute" lane: each uses every intra-op
+thread torch has, and two of them side by side would oversubscribe the cores (OpenMP teams
+spinning against each other can slow a step a hundredfold). Jobs that only read files run beside
+them in an "I/O" lane, so a dataset loads while a model trains.
 """
 
 from __future__ import annotations
@@ -218,10 +223,12 @@ class JobRunner(QObject):
     job_failed = Signal(object)  # a failed job whose error should be shown to the user
     device_found = Signal(str)  # the first device description a job reported
 
-    def __init__(self, parent: QObject | None = None, max_threads: int = 2):
+    def __init__(self, parent: QObject | None = None, io_threads: int = 2):
         super().__init__(parent)
-        self.pool = QThreadPool(self)
-        self.pool.setMaxThreadCount(max_threads)
+        self.pool = QThreadPool(self)  # the compute lane
+        self.pool.setMaxThreadCount(1)
+        self.io_pool = QThreadPool(self)
+        self.io_pool.setMaxThreadCount(io_threads)
         self.jobs: list[Job] = []
         self.device = ""
         self._ids = itertools.count(1)
@@ -231,8 +238,8 @@ class JobRunner(QObject):
                report_errors: bool = True, **kwargs) -> Job:
         """Run `fn(ctx, *args, **kwargs)` on a worker thread; returns the job at once.
 
-        `uses_device` resolves the torch device before the job starts (and so imports torch);
-        jobs that only read files pass False. Failures are announced through `job_failed` unless
+        `uses_device` resolves the torch device before the job starts (and so imports torch) and
+        puts the job in the compute lane; jobs that only read files pass False. Failures are announced through `job_failed` unless
         `report_errors` is False (the caller then handles `job.failed` itself).
         """
         record = JobRecord(next(self._ids), name, submitted=time.monotonic())
@@ -248,7 +255,7 @@ class JobRunner(QObject):
             job.ctx.cancel()
             job._on_cancelled()
         else:
-            self.pool.start(job.runnable)
+            (self.pool if uses_device else self.io_pool).start(job.runnable)
         return job
 
     def active_jobs(self) -> list[Job]:
@@ -270,7 +277,13 @@ class JobRunner(QObject):
         """Cancel every job and wait for the worker threads; True when all have stopped."""
         self._closed = True
         self.cancel_all()
-        return self.pool.waitForDone(timeout_ms)
+        deadline = time.monotonic() + timeout_ms / 1000
+        compute_done = self.pool.waitForDone(timeout_ms)
+        io_done = self.io_pool.waitForDone(max(0, int((deadline - time.monotonic()) * 1000)))
+        return compute_done and io_done
+
+    def active_thread_count(self) -> int:
+        return self.pool.activeThreadCount() + self.io_pool.activeThreadCount()
 
     def _on_device(self, job: Job, device: str) -> None:
         if job.uses_device and device != self.device:

@@ -132,7 +132,8 @@ class MainWindow(QMainWindow):
             "evaluate": self.evaluate_selected, "train": lambda: self.show_view("training"),
             "view_data": lambda: self.show_view("data"), "view_model": lambda: self.show_view("model"),
             "view_training": lambda: self.show_view("training"), "close_view": self.close_current_view,
-            "toggle_project_dock": self.project_dock.setVisible, "toggle_jobs_dock": self.jobs_dock.setVisible,
+            "toggle_project_dock": self.project_dock.toggleViewAction(),
+            "toggle_jobs_dock": self.jobs_dock.toggleViewAction(),
             "restore_layout": self.restore_default_layout, "full_screen": self.set_full_screen,
             "cancel_all": self.runner.cancel_all, "clear_jobs": self.jobs_panel.clear_finished,
             "shortcuts": self.show_shortcuts, "about": self.show_about,
@@ -270,12 +271,6 @@ class MainWindow(QMainWindow):
         self.views["model"].open_model_requested.connect(self.open_model_file)
         self.views["model"].train_requested.connect(lambda: self.show_view("training"))
         self.views["training"].trained.connect(lambda _: self.show_view("training"))
-        self.project_dock.visibilityChanged.connect(
-            lambda _: self.action_map["toggle_project_dock"].setChecked(self.project_dock.isVisibleTo(self)))
-        self.jobs_dock.visibilityChanged.connect(
-            lambda _: self.action_map["toggle_jobs_dock"].setChecked(self.jobs_dock.isVisibleTo(self)))
-        self.action_map["toggle_project_dock"].setChecked(True)
-        self.action_map["toggle_jobs_dock"].setChecked(True)
 
     # --- start-up --------------------------------------------------------------------------------------
 

@@ -172,7 +172,7 @@ class Session(QObject):
             spec = self.resolve_spec(entry["spec"])
             self.model_errors.pop(name, None)
             job = self.runner.submit(f"Load model {name}", tasks.load_model, spec, arch=entry.get("arch"),
-                                     trust=spec in self._trusted)
+                                     trust=spec in self._trusted, fallback_shape=self._fallback_shape())
             self._in_flight[key] = job
             job.finished.connect(lambda bundle: self._on_model(name, bundle))
             job.failed.connect(lambda exc: self._on_model_failed(name, exc))
@@ -191,6 +191,13 @@ class Session(QObject):
         self._in_flight.pop(("model", name), None)
         self.model_errors[name] = exc
         self.model_failed.emit(name)
+
+    def _fallback_shape(self) -> tuple | None:
+        """For a model that does not say what it takes: the image shape of the project's datasets."""
+        for spec in self.project.datasets:
+            if spec in self.datasets:
+                return tuple(self.datasets[spec].image_shape)
+        return None
 
     def unique_model_name(self, base: str) -> str:
         taken = {m["name"] for m in self.project.models}
@@ -213,7 +220,7 @@ class Session(QObject):
         if trust:
             self._trusted.add(spec)
         job = self.runner.submit(f"Load model file {Path(path).name}", tasks.load_model, spec,
-                                 arch=arch or None, trust=trust)
+                                 arch=arch or None, trust=trust, fallback_shape=self._fallback_shape())
 
         def loaded(bundle: tasks.ModelBundle) -> None:
             model_name = self.unique_model_name(name or bundle.model.info.name or Path(path).stem)

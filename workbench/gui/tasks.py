@@ -7,6 +7,7 @@ touches `Project`.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,10 +51,23 @@ def warm_up(ctx: JobContext) -> StartupReport:
 
     ctx.progress(0, 2, "loading PyTorch")
     device = device_description(ctx.device)
+    _leave_a_core_for_the_ui()
     ctx.progress(1, 2, "loading plugins")
     reports = load_plugins()
     ctx.progress(2, 2, "ready")
     return StartupReport(device, reports)
+
+
+def _leave_a_core_for_the_ui() -> None:
+    """Compute on all cores but one, so the window stays responsive while a job runs.
+
+    Only when the user has not chosen a thread count (OMP_NUM_THREADS) and torch would use them all.
+    """
+    import torch
+
+    cores = os.cpu_count() or 1
+    if "OMP_NUM_THREADS" not in os.environ and cores > 1 and torch.get_num_threads() >= cores:
+        torch.set_num_threads(cores - 1)
 
 
 def load_dataset(ctx: JobContext, spec: str) -> Dataset:
