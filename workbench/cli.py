@@ -153,12 +153,8 @@ def cmd_info(args) -> int:
 
 def cmd_train(args) -> int:
     from workbench.core.dataset_registry import load_dataset
-    from workbench.core.model_io import save_checkpoint
     from workbench.core.project import Project
-    from workbench.core.store import write_json
-    from workbench.core.training import evaluate, train
-
-    from workbench.core.jobs import JobContext
+    from workbench.core.training import train_and_save
 
     dataset = load_dataset(args.data, download=args.download)
     project = Project.open_or_create(args.project, dataset.recipe.get("name", args.data)) if args.project else None
@@ -175,30 +171,17 @@ def cmd_train(args) -> int:
 
     ctx, bar = _context(args, show_epoch)
     try:
-        result = train(ctx, args.model, dataset, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                       seed=args.seed)
+        model, card = train_and_save(
+            ctx, args.model, dataset, out, args.name or out.stem, epochs=args.epochs, batch_size=args.batch_size,
+            lr=args.lr, seed=args.seed, source="trained by this project's own `workbench train`",
+            command="workbench " + " ".join(shlex.quote(a) for a in args.argv))
     finally:
         bar.close()
-    final = evaluate(JobContext(args.device), result.model, dataset, "test") if "test" in dataset.splits else None
-    name = args.name or out.stem
-    card = {
-        "name": name, "title": f"{args.model} trained on {dataset.card.title}", "arch": args.model,
-        "dataset": dataset.recipe.get("name", args.data), "epochs": args.epochs, "batch_size": args.batch_size,
-        "lr": args.lr, "optimiser": "Adam", "seed": args.seed,
-        "test_accuracy": final["accuracy"] if final else None,
-        "per_class_accuracy": final["per_class_accuracy"] if final else None,
-        "seconds_per_epoch": round(result.seconds_per_epoch, 2), "history": result.history,
-        "input_shape": list(dataset.image_shape), "class_names": list(dataset.class_names),
-        "command": "workbench " + " ".join(shlex.quote(a) for a in args.argv),
-        "source": "trained by this project's own `workbench train`", "licence": "MIT",
-    }
-    save_checkpoint(out, result.model.module, args.model, card)
-    write_json(out.with_suffix(".json"), card, backup=False)
     if project:
-        project.add_model(str(out), name)
+        project.add_model(str(out), card["name"])
+    accuracy = f"Test accuracy: {card['test_accuracy'] * 100:.2f} %\n" if card["test_accuracy"] is not None else ""
     text = (f"Trained {args.model} on {dataset.name} for {args.epochs} epochs "
-            f"({result.seconds_per_epoch:.1f} s per epoch).\n"
-            + (f"Test accuracy: {final['accuracy'] * 100:.2f} %\n" if final else "") + f"Saved to {out}")
+            f"({card['seconds_per_epoch']:.1f} s per epoch).\n{accuracy}Saved to {out}")
     _emit(args, {**card, "path": str(out)}, text)
     return 0
 

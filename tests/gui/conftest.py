@@ -18,9 +18,10 @@ import pytest  # noqa: E402
 SETTLE_TIMEOUT_MS = 60_000
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="module", autouse=True)
 def fashion_slice_as_fashion_mnist():
-    """`fashion-mnist` means the slice for the whole GUI session (the registry caches by name)."""
+    """`fashion-mnist` means the slice in every GUI test module, and only there (the registry caches
+    datasets by name, so the cached entry is swapped in and out too)."""
     from workbench.core import dataset_registry
 
     previous = os.environ.get("WORKBENCH_FASHION_MNIST_DIR")

@@ -19,6 +19,9 @@ pytestmark = pytest.mark.gui
 
 def assert_still_running(qtbot, window):
     """The window still reacts: views switch and the data view still shows the images."""
+    # A recorded (never shown) dialog keeps the activation the offscreen platform gave it.
+    window.activateWindow()
+    qtbot.waitUntil(window.isActiveWindow, timeout=5000)
     qtbot.keyClick(window, Qt.Key.Key_1, Qt.KeyboardModifier.ControlModifier)
     assert window.tabs.currentWidget() is window.views["data"]
     assert window.views["data"].grid.thumbnails.rowCount() == 1000
@@ -43,6 +46,11 @@ def test_corrupt_model_file_shows_the_error_dialog(qtbot, settled_window, error_
     qtbot.mouseClick(dialog.details_button, Qt.MouseButton.LeftButton)
     assert dialog.details_box.isVisibleTo(dialog)
     assert settled_window.session.project.models == models_before
+    # Double-clicking the failed job in the jobs panel shows its error again.
+    failed = next(j for j in settled_window.runner.jobs if j.record.state == "failed")
+    panel = settled_window.jobs_panel
+    panel.tree.itemDoubleClicked.emit(panel.item(failed), 0)
+    assert len(error_dialogs) == 2 and error_dialogs[1].message == dialog.message
     assert_still_running(qtbot, settled_window)
 
 
@@ -128,7 +136,9 @@ def test_empty_or_unreadable_dataset_file(qtbot, settled_window, error_dialogs, 
     dialog.path.setText(str(path))
     dialog.buttons.button(QDialogButtonBox.StandardButton.Open).click()
     error = wait_for_dialog(qtbot, error_dialogs)
-    assert error.message and path.name in error.message + error.details
+    assert path.name in error.windowTitle() and error.message and error.hint
+    if content == "empty":
+        assert "holds no images" in error.message
     assert str(path) not in window.session.project.datasets
     assert_still_running(qtbot, window)
 

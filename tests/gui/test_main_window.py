@@ -37,7 +37,8 @@ def test_demo_window_shows_real_images_with_predictions(qtbot, settled_window, d
     assert accuracy > 0.8  # the bundled LeNet-5 really classifies these images
     assert "lenet5-fashion" in data_view.predictions_label.text()
     assert "Showing 1,000 of 1,000 images" in data_view.count_label.text()
-    assert window.device_label.text() == "Device: CPU" or window.device_label.text().startswith("Device: CUDA")
+    device = window.status.device_label.text()
+    assert device == "Device: CPU" or device.startswith("Device: CUDA")
     shot = grid.viewport().grab().toImage()
     assert grey_fraction(shot) > 0.2  # thumbnails, not an empty canvas
     assert data_view.inspector.title.text().startswith("Image #")
@@ -169,6 +170,10 @@ def test_shortcuts_and_view_menu(qtbot, settled_window):
     shown = {dialog.table.item(r, 1).text() for r in range(dialog.table.rowCount())}
     assert {"Open project", "Close view", "Full screen", "Keyboard shortcuts"} <= shown
     dialog.close()
+    qtbot.keyClick(window, Qt.Key.Key_F11)
+    assert window.isFullScreen()
+    qtbot.keyClick(window, Qt.Key.Key_F11)
+    assert not window.isFullScreen()
     window.action_map["toggle_jobs_dock"].trigger()
     assert not window.jobs_dock.isVisible()
     window.action_map["restore_layout"].trigger()
@@ -210,3 +215,126 @@ def test_unknown_view_is_refused(capsys):
 
     assert run_gui(view="nonsense", screenshot="unused.png") == 2
     assert "unknown view" in capsys.readouterr().err
+
+
+def test_window_is_usable_within_three_seconds(tmp_path):
+    """A fresh process shows the window before PyTorch is even needed."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, time\n"
+        "t0 = time.perf_counter()\n"
+        "from workbench.gui.app import application, open_start_project\n"
+        "from workbench.gui.main_window import MainWindow\n"
+        "app = application()\n"
+        "project, notices, _ = open_start_project(None)\n"
+        "torch_before = 'torch' in sys.modules\n"
+        "window = MainWindow(project, notices)\n"
+        "window.show()\n"
+        "app.processEvents()\n"
+        "print(time.perf_counter() - t0, torch_before)\n"
+        "window.close()\n")
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "WORKBENCH_DEMO_DIR": str(tmp_path / "demo")}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    seconds, torch_before = out.stdout.split()
+    assert torch_before == "False"  # the window does not wait for PyTorch
+    assert float(seconds) < 3.0
+
+
+def test_the_ui_thread_stays_responsive_while_a_model_trains(qtbot, settled_window):
+    """A 10 ms timer keeps firing while training runs: the job never holds the UI thread."""
+    from PySide6.QtCore import QTimer
+
+    window = settled_window
+    view = window.views["training"]
+    window.show_view("training")
+    view.epochs.setValue(3)
+    view.name.setText("responsive")
+    view._name_edited = True
+    view.start_training()
+    ticks = []
+    timer = QTimer()
+    timer.setInterval(10)
+    timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
+    timer.start()
+    qtbot.waitUntil(lambda: len(view.curves.rows) >= 2, timeout=60000)
+    timer.stop()
+    view.job.cancel()
+    qtbot.waitUntil(lambda: not view.job.record.active, timeout=2000)
+    gaps = np.diff(ticks)
+    assert len(ticks) > 20
+    assert np.percentile(gaps, 95) < 0.1 and gaps.max() < 0.5
+
+
+def test_demo_falls_back_and_says_how_to_install_fashion_mnist(qtbot, open_window, settle, tmp_path, monkeypatch):
+    from workbench.core.dataset_registry import dataset_status
+    from workbench.gui.demo import open_demo_project
+
+    monkeypatch.setenv("WORKBENCH_FASHION_MNIST_DIR", str(tmp_path / "nowhere"))
+    available = {s["name"] for s in dataset_status() if s["available"]}
+    project, notices = open_demo_project()
+    assert project.datasets[0] == ("mnist-5k" if "mnist-5k" in available else "digits")
+    window = open_window(project, notices)
+    settle(window)
+    texts = [n.text for n in window.notices.notices()]
+    assert any("sudo apt-get install dataset-fashion-mnist" in t for t in texts)
+    assert window.views["data"].grid.thumbnails.rowCount() > 0
+
+
+def test_views_export_what_they_show(qtbot, settled_window, tmp_path):
+    from workbench.gui.widgets.export import export_csv, export_png, export_svg
+
+    model_view = settled_window.views["model"]
+    settled_window.show_view("model")
+    png = export_png(model_view.heatmap.scene(), tmp_path / "confusion.png")
+    image = QImage(str(png))
+    assert image.width() >= 2 * model_view.heatmap.width() - 2  # twice the on-screen size
+    svg = export_svg(model_view.heatmap.scene(), tmp_path / "confusion.svg")
+    assert "<svg" in svg.read_text()[:2000]
+    csv_text = export_csv(model_view._confusion_rows, tmp_path / "confusion.csv").read_text().splitlines()
+    assert csv_text[0].startswith("true \\ predicted,T-shirt/top") and len(csv_text) == 11
+    header, rows = settled_window.views["data"].rows_for_export()
+    assert header == ["index", "true_class", "true_name", "predicted_class", "predicted_name"]
+    assert len(rows) == 1000
+    curves = settled_window.views["training"].curves
+    assert curves.csv_rows()[0][0] == "epoch" and len(curves.csv_rows()[1]) == 10  # the card's history
+
+
+def test_opening_another_project_replaces_the_window(qtbot, settled_window, tmp_path, error_dialogs):
+    from workbench.core.project import Project
+
+    folder = tmp_path / "other"
+    Project.create(folder, "digits", [])
+    window = settled_window
+    assert window.open_project(tmp_path / "missing") is None
+    assert "is not a project folder" in error_dialogs[-1].message and window.isVisible()
+    other = window.open_project(folder)
+    qtbot.addWidget(other)
+    assert not window.isVisible() and window.runner.active_thread_count() == 0
+    assert other.session.project.folder == folder and other.selection.dataset == "digits"
+    assert other.views["model"].empty.title.text() == "No model in this project"
+    assert other.views["model"].empty.button_texts() == ["Open model file…", "Train a model"]
+    qtbot.waitUntil(lambda: other.session.is_ready and other.runner.is_idle(), timeout=30000)
+    assert other.views["data"].grid.thumbnails.rowCount() == len(other.session.datasets["digits"].splits["test"])
+    other.close()
+    assert other.runner.active_thread_count() == 0
+
+
+def test_project_panel_lists_the_project_and_opens_views(qtbot, settled_window):
+    window = settled_window
+    panel = window.project_panel
+    assert [item.text(0) for item in panel.items("dataset")] == ["fashion-mnist"]
+    assert [item.payload["name"] for item in panel.items("model")] == ["lenet5-fashion"]
+    assert panel.items("testset")[0].text(0) == "fashion-mnist:test  (1,000 images)"
+    result = panel.items("result")[0]
+    assert result.payload["kind"] == "evaluation" and "%" in result.text(0)
+    assert panel.items("model")[0].font(0).bold()  # the selected model
+    window.show_view("training")
+    panel.tree.itemActivated.emit(panel.items("testset")[0], 0)
+    assert window.current_view() == "data"
+    panel.tree.itemActivated.emit(result, 0)
+    assert window.current_view() == "model"
+    assert (window.selection.model, window.selection.split) == ("lenet5-fashion", "test")

@@ -134,12 +134,6 @@ def _neuron_relevance(R, conv_neuron: str):
     return R.flatten(1)
 
 
-def _neuron_count(shape: tuple[int, ...], conv_neuron: str) -> int:
-    if len(shape) == 3 and conv_neuron == "channel-mean":
-        return int(shape[0])
-    return int(np.prod(shape)) if shape else 1
-
-
 def compute_importance(ctx: JobContext, model, dataset, layer: str | NeuronDefinition, rule="lrp-0",
                        per_class: bool = False, batch_size: int = 256, project=None, *, split: str = "train",
                        max_inputs: int | None = None, seed: int = 0) -> ImportanceResult:
@@ -154,21 +148,27 @@ def compute_importance(ctx: JobContext, model, dataset, layer: str | NeuronDefin
     """
     import torch
 
-    from workbench.core.layers import find_layer, layer_catalogue
     from workbench.core.lrp import LRP, as_composite
 
     definition = layer if isinstance(layer, NeuronDefinition) else NeuronDefinition(str(layer))
     composite = as_composite(rule)
     data = dataset.split(split)
+    if len(data) == 0:
+        raise WorkbenchError(f"The {split} split of {dataset.name!r} holds no images.", "Choose a split with images.")
     module = model.module
-    info = find_layer(layer_catalogue(module, data.image_shape), definition.layer)
-    neurons = _neuron_count(info.output_shape, definition.conv_neuron)
+    device = ctx.device
+    module.to(device)
+    explainer = LRP(module, composite)  # refuses, naming the layer, models it cannot explain
+    layers = [name for name in explainer.layer_names if name != "input"]
+    if definition.layer not in layers:
+        raise WorkbenchError(f"The model has no layer {definition.layer!r}.", f"Valid layers: {', '.join(layers)}.")
     num_classes = dataset.num_classes
 
     indices = None
     if max_inputs is not None:
         if int(max_inputs) < 1:
-            raise WorkbenchError(f"max_inputs must be at least 1; got {max_inputs}.", "Leave it empty to use every image.")
+            raise WorkbenchError(f"max_inputs must be at least 1; got {max_inputs}.",
+                                 "Leave it empty to use every image.")
         if int(max_inputs) < len(data):
             indices = np.sort(np.random.default_rng(seed).choice(len(data), int(max_inputs), replace=False))
     determinants = {"model_fingerprint": model.fingerprint(), **_dataset_identity(dataset, split, data),
@@ -187,25 +187,25 @@ def compute_importance(ctx: JobContext, model, dataset, layer: str | NeuronDefin
             ctx.progress(total, total, "importance (reused)")
             return result
 
-    device = ctx.device
-    module.to(device)
-    explainer = LRP(module, composite)
-    totals = torch.zeros(neurons, dtype=torch.float64, device=device)
+    totals = class_totals = None  # sized by the first batch: neurons are channels or elements of the layer output
     counts = torch.zeros(num_classes, dtype=torch.int64, device=device)
-    class_totals = torch.zeros((num_classes, neurons), dtype=torch.float64, device=device) if per_class else None
     total = len(data) if indices is None else len(indices)
     done = 0
     ctx.progress(0, total, "importance")
     for _, x, y in data.batches(batch_size, indices):
         ctx.check()
         y = y.to(device)
-        result = explainer.explain(x, layers=[definition.layer], to_input=False,
-                                   keep=lambda logits: logits.argmax(1) == y)
-        if result.logits.shape[1] != num_classes:
-            raise WorkbenchError(f"The model has {result.logits.shape[1]} outputs but dataset {dataset.name!r} has "
+        relevance = explainer.explain(x, layers=[definition.layer], to_input=False,
+                                      keep=lambda logits: logits.argmax(1) == y)
+        if relevance.logits.shape[1] != num_classes:
+            raise WorkbenchError(f"The model has {relevance.logits.shape[1]} outputs but dataset {dataset.name!r} has "
                                  f"{num_classes} classes.", "Choose a model trained on this dataset.")
-        per_input = _neuron_relevance(result.layers[definition.layer], definition.conv_neuron)
-        correct = result.logits.argmax(1) == y
+        per_input = _neuron_relevance(relevance.layers[definition.layer], definition.conv_neuron)
+        if totals is None:
+            totals = torch.zeros(per_input.shape[1], dtype=torch.float64, device=device)
+            if per_class:
+                class_totals = torch.zeros((num_classes, per_input.shape[1]), dtype=torch.float64, device=device)
+        correct = relevance.logits.argmax(1) == y
         totals += per_input.sum(dim=0)  # rows of misclassified inputs are zero: they started from zero
         counts += torch.bincount(y[correct], minlength=num_classes)
         if class_totals is not None:

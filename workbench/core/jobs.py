@@ -83,6 +83,12 @@ class JobContext:
         if self._on_progress is not None:
             self._on_progress(done, total, message)
 
+    def quiet(self) -> "JobContext":
+        """A context for a sub-step: same device and cancellation, but it reports nothing."""
+        sub = JobContext(self._device_name)
+        sub._device, sub._cancel = self._device, self._cancel
+        return sub
+
     def partial(self, result: Any) -> None:
         """Hand out an intermediate result (a curve point, a heatmap row) for views to show."""
         if self._on_partial is not None:

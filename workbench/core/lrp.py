@@ -45,8 +45,19 @@ def default_stabiliser(dtype: torch.dtype) -> float:
 
 
 def stabilise(z: torch.Tensor, epsilon: float) -> torch.Tensor:
-    """`s(z) = z + ε·sgn(z)` with `sgn(0) = +1` (§1.1), so s(z) is never zero."""
-    return torch.where(z >= 0, z + epsilon, z - epsilon)
+    """`s(z) = z + ε·sgn(z)` with `sgn(0) = +1` (§1.1), so s(z) is never zero.
+
+    Built in place on one new tensor (2ε·[z ≥ 0] − ε + z; exact, as 2ε − ε = ε in floating point):
+    on the CPU each fresh large tensor costs page faults, which dominated a `torch.where` version.
+    """
+    s = (z >= 0).to(z.dtype)
+    return s.mul_(2 * epsilon).sub_(epsilon).add_(z)
+
+
+def _ratio(R: torch.Tensor, z: torch.Tensor, epsilon: float) -> torch.Tensor:
+    """`R / s(z)`, written into the stabiliser's own tensor."""
+    s = stabilise(z, epsilon)
+    return torch.div(R, s, out=s)
 
 
 # --- rules -------------------------------------------------------------------------------------
@@ -134,7 +145,8 @@ class Epsilon(Rule):
     def __init__(self, epsilon: float = 0.01, bias_in_denominator: bool = True):
         super().__init__(bias_in_denominator)
         if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
-            raise WorkbenchError(f"LRP-ε needs a positive ε; got {epsilon!r}.", "Use a small positive number such as 0.01.")
+            raise WorkbenchError(f"LRP-ε needs a positive ε; got {epsilon!r}.",
+                                 "Use a small positive number such as 0.01.")
         self.epsilon = float(epsilon)
 
     def shares(self) -> tuple[Share, ...]:
@@ -329,11 +341,11 @@ def _propagate_affine(op: AffineOp, a_leaf: torch.Tensor, z: torch.Tensor | None
         denominator = z.detach()
         if shares[0].terms[0].bias is None and op.bias is not None:
             denominator = denominator - op.broadcast_bias(op.bias, denominator)
-        ratio = R / stabilise(denominator, eps)
+        ratio = _ratio(R, denominator, eps)
         if shares[0].coefficient != 1.0:
-            ratio = ratio * shares[0].coefficient
+            ratio.mul_(shares[0].coefficient)
         (c,) = torch.autograd.grad(z, a_leaf, ratio)
-        return a * c
+        return c.mul_(a)  # c is a fresh tensor from the layer's input-gradient
     out = torch.zeros_like(a)
     for share in shares:
         leaves, outputs = [], []
@@ -350,7 +362,7 @@ def _propagate_affine(op: AffineOp, a_leaf: torch.Tensor, z: torch.Tensor | None
         with torch.enable_grad():
             total = outputs[0] if len(outputs) == 1 else sum(outputs[1:], outputs[0])
         denominator = total.detach()
-        ratio = R / stabilise(denominator, eps)
+        ratio = _ratio(R, denominator, eps)
         if rule.zero_denominator_gives_zero:
             ratio = torch.where(denominator == 0, torch.zeros_like(ratio), ratio)
         grads = torch.autograd.grad(total, leaves, ratio)
@@ -521,7 +533,8 @@ def _affine_node(name: str, module: nn.Module, args: tuple, composite: Composite
                              "Only zero padding is supported; use padding_mode='zeros'.")
     conv = F.conv1d if isinstance(module, nn.Conv1d) else F.conv2d
     call = partial(_conv_call, conv, module.stride, module.padding, module.dilation, module.groups)
-    return _Node(name, "affine", None, args, {}, what, op=AffineOp(call, weight, bias, 1, composite.conv), module=module)
+    return _Node(name, "affine", None, args, {}, what, op=AffineOp(call, weight, bias, 1, composite.conv),
+                 module=module)
 
 
 def _conv_call(conv, stride, padding, dilation, groups, x, weight, bias):
@@ -541,9 +554,10 @@ def _batchnorm_scale(name: str, bn: nn.Module) -> tuple[torch.Tensor, torch.Tens
 
 
 def _batchnorm_op(name: str, bn: nn.Module, composite: Composite) -> AffineOp:
-    """A BatchNorm not after a Conv/Linear: the affine map `k·x + (β − kμ)` under LRP-0/ε, with a warning (§1.2)."""
+    """A BatchNorm not after a Conv/Linear: the map `k·x + (β − kμ)` under LRP-0/ε, with a warning (§1.2)."""
     warnings.warn(f"BatchNorm layer {name!r} does not follow a Conv/Linear layer, so it cannot be folded; "
-                  "LRP treats it as the element-wise affine map k·x + (β − kμ) with the LRP-0/ε rule.", stacklevel=3)
+                  "LRP treats it as the element-wise affine map k·x + (β − kμ) with the LRP-0/ε rule.",
+                  stacklevel=3)
     k, shift = _batchnorm_scale(name, bn)
     rule = composite.dense if isinstance(composite.dense, Epsilon) else LRP0(composite.dense.bias_in_denominator)
     return AffineOp(_diagonal_call, k.clone(), shift.clone(), 1, rule)
@@ -577,11 +591,14 @@ def _linear_2d_only(name, x, weight, bias):
     return F.linear(x, weight, bias)
 
 
-def _function_node(name: str, fn, args: tuple, kwargs: dict) -> _Node:
+def _function_node(name: str, fn, args: tuple, kwargs: dict, composite: Composite) -> _Node:
     what = getattr(fn, "__name__", repr(fn))
     fn = _OUT_OF_PLACE.get(fn, fn)
     if "inplace" in kwargs:
         kwargs = {**kwargs, "inplace": False}
+    if fn in _MAXPOOL_FUNCTIONS and composite.maxpool == "equal-split":
+        raise WorkbenchError(f"The equal-split max-pool variant does not cover the functional max-pool {name!r}.",
+                             "Use an nn.MaxPool module in the model, or the winner-take-all variant.")
     if fn in _PASS_FUNCTIONS:
         return _Node(name, "pass", fn, args, kwargs, what)
     if fn in _RESHAPE_FUNCTIONS:
@@ -671,7 +688,7 @@ def _fx_plan(model: nn.Module, composite: Composite) -> tuple[list[_Node], int]:
         elif fx_node.op == "call_module":
             node = _module_node(fx_node.target, model.get_submodule(fx_node.target), args, kwargs, composite)
         elif fx_node.op == "call_function":
-            node = _function_node(fx_node.name, fx_node.target, args, kwargs)
+            node = _function_node(fx_node.name, fx_node.target, args, kwargs, composite)
         elif fx_node.op == "call_method":
             node = _method_node(fx_node.name, fx_node.target, args, kwargs)
         elif fx_node.op == "output":
@@ -705,7 +722,7 @@ def _users(nodes: list[_Node]) -> list[list[int]]:
 
 def _finish_plan(nodes: list[_Node], output: int, composite: Composite) -> tuple[list[_Node], int]:
     """Strip a trailing softmax, fold BatchNorm into the layer before, refuse softmax elsewhere."""
-    users = _users(nodes)
+    users = [[u for u in us if nodes[u].kind != "meta"] for us in _users(nodes)]  # size() calls do not count
     while nodes[output].kind == "softmax" and len(nodes[output].inputs()) == 1:
         output = nodes[output].inputs()[0]  # §1: relevance starts from the logits, not probabilities
     for i, node in enumerate(nodes[:output + 1]):
@@ -750,6 +767,12 @@ class LRP:
     and every layer must have a propagation rule (otherwise a `WorkbenchError` names the layer).
     BatchNorm is folded and parameters are snapshotted on the model's device in its dtype; build a
     new explainer after changing the weights. The model is put in eval mode (spec conventions).
+
+    Relevance is read at layer *outputs*. A Conv/Linear folded with the BatchNorm after it forms one
+    layer, so its relevance is that at the BatchNorm's output (as with Zennit's merged BatchNorm);
+    element-wise activations pass relevance through, so "pre" and "post" read the same (§1.5).
+    Propagation runs in the model's dtype (the float32 stabiliser is 1e-9); callers that sum
+    relevance over many inputs should accumulate in float64, as `importance.py` does.
     """
 
     def __init__(self, model: nn.Module, composite: Composite | Rule | str | None = None):
@@ -802,31 +825,43 @@ class LRP:
         input relevance; when False, propagation stops at the deepest asked-for layer. `keep`: a
         boolean (N,) mask, or a function of the logits giving one; rows not kept start from zero
         relevance. `check_finite`: a NaN or infinite output or relevance raises a `WorkbenchError`
-        naming the first layer where it appeared.
+        naming the first layer where it appeared. The check costs one test of the logits and of the
+        returned relevance; only when that fails is the pass repeated layer by layer to name the layer.
         """
         chosen = self._resolve(layers)
         x = x.to(self.device, self.dtype)
+        result = self._explain(x, target, chosen, to_input, keep, check_finite, diagnose=False)
+        if check_finite and not all(bool(torch.isfinite(r).all()) for r in
+                                    (*result.layers.values(), *([result.input] if result.input is not None else []))):
+            self._explain(x, target, chosen, to_input, keep, check_finite, diagnose=True)
+            bad = [name for name, r in result.layers.items() if not bool(torch.isfinite(r).all())] or ["input"]
+            raise WorkbenchError(f"Relevance at layer {bad[0]!r} is NaN or infinite.",
+                                 "Check the model's weights and inputs for extreme values.")
+        return result
+
+    __call__ = explain
+
+    def _explain(self, x, target, chosen: dict[str, int], to_input: bool, keep, check_finite: bool,
+                 diagnose: bool) -> Relevance:
         first_needed = 0 if to_input or not chosen else min(chosen.values())
-        values, leaves, finite = self._forward(x, first_needed, check_finite)
+        values, leaves = self._forward(x, first_needed)
         logits = values[self._output].detach()
         if check_finite and not bool(torch.isfinite(logits).all()):
-            self._raise_forward(finite)
+            self._raise_forward(values)
         target = self._target(target, logits)
         start = logits.gather(1, target[:, None]).squeeze(1)
         if keep is not None:
             mask = keep(logits) if callable(keep) else keep
             start = start * mask.to(self.device, start.dtype)
         R_out = torch.zeros_like(logits).scatter_(1, target[:, None], start[:, None])
-        recorded, input_relevance = self._backward(values, leaves, R_out, chosen, to_input, check_finite)
+        recorded, input_relevance = self._backward(values, leaves, R_out, chosen, to_input, diagnose)
         return Relevance(logits, target, start, recorded, input_relevance)
 
-    __call__ = explain
-
     def _target(self, target, logits: torch.Tensor) -> torch.Tensor:
-        n, k = logits.shape[0], logits.shape[-1]
         if logits.dim() != 2:
             raise WorkbenchError(f"LRP needs logits of shape (N, classes); the model returns {tuple(logits.shape)}.",
                                  "Explain a classifier whose output is one score per class.")
+        n, k = logits.shape
         if target is None:
             return logits.argmax(1)
         t = torch.as_tensor(target, device=logits.device, dtype=torch.long)
@@ -836,11 +871,10 @@ class LRP:
                                  f"got {tuple(t.shape)} values.", "Pass a class index or None for the prediction.")
         return t
 
-    def _forward(self, x: torch.Tensor, first_needed: int, check_finite: bool):
+    def _forward(self, x: torch.Tensor, first_needed: int):
         """Run the plan; nodes at or after `first_needed` that need it keep their local autograd graph."""
         values: list[Any] = [None] * len(self._nodes)
         leaves: list[dict[int, torch.Tensor] | None] = [None] * len(self._nodes)
-        finite: list[tuple[int, torch.Tensor]] = []
         for i, node in enumerate(self._nodes[:self._output + 1]):
             if node.kind == "input":
                 values[i] = x
@@ -869,25 +903,31 @@ class LRP:
             if node.kind == "meta" and isinstance(out, torch.Tensor) and \
                     any(isinstance(values[j], torch.Tensor) for j in node.inputs()):
                 raise _unsupported(node.name, f"{node.what} on a tensor")
-            if check_finite and isinstance(out, torch.Tensor) and out.is_floating_point():
-                finite.append((i, torch.isfinite(out).all()))
             values[i] = out
-        return values, leaves, finite
+        return values, leaves
 
-    def _raise_forward(self, finite: list[tuple[int, torch.Tensor]]) -> None:
-        flags = torch.stack([f for _, f in finite]).cpu()
-        first = finite[int((~flags).nonzero()[0, 0])][0] if not bool(flags.all()) else self._output
+    def _raise_forward(self, values: list[Any]) -> None:
+        """Name the first layer whose output is NaN or infinite (the logits were)."""
+        first = self._output
+        for i, value in enumerate(values[:self._output + 1]):
+            if isinstance(value, torch.Tensor) and value.is_floating_point() and not bool(torch.isfinite(value).all()):
+                first = i
+                break
         node = self._nodes[first]
         raise WorkbenchError(f"The model's output is NaN or infinite, first at layer {node.name!r} ({node.what}).",
                              "Check the input images and the model's weights for NaN or infinite values.")
 
-    def _backward(self, values, leaves, R_out, chosen: dict[str, int], to_input: bool, check_finite: bool):
+    def _backward(self, values, leaves, R_out, chosen: dict[str, int], to_input: bool, diagnose: bool):
+        """Walk the nodes from the output back, summing the relevance each receives from its users.
+
+        A node's relevance is complete when its turn comes (all its users come later in the plan).
+        With `diagnose`, every node's relevance is tested and the first non-finite one is reported.
+        """
         relevance: dict[int, torch.Tensor] = {self._output: R_out}
         wanted = {i: name for name, i in chosen.items()}
         recorded: dict[str, torch.Tensor] = {}
         input_index = next(i for i, n in enumerate(self._nodes) if n.kind == "input")
         stop = input_index if to_input else (min(chosen.values()) if chosen else self._output)
-        finite: list[tuple[int, torch.Tensor]] = []
         input_relevance = None
         for i in range(self._output, stop - 1, -1):
             node = self._nodes[i]
@@ -896,8 +936,12 @@ class LRP:
                 R = torch.zeros_like(values[i])
             if R is None:
                 continue
-            if check_finite:
-                finite.append((i, torch.isfinite(R).all()))
+            if diagnose and not bool(torch.isfinite(R).all()):
+                via = ", ".join(repr(self._nodes[u].name) for u in self._users[i]) or "the start"
+                raise WorkbenchError(
+                    f"Relevance became NaN or infinite at the output of layer {node.name!r}, "
+                    f"propagating back through layer {via}.",
+                    "Check the model's weights and inputs for extreme values; a larger ε (LRP-ε) may help.")
             if i in wanted:
                 recorded[wanted[i]] = R
             if i == input_index:
@@ -906,15 +950,7 @@ class LRP:
                 continue
             for j, R_in in self._propagate(node, i, values, leaves[i], R):
                 relevance[j] = relevance[j] + R_in if j in relevance else R_in
-        if check_finite and finite:
-            flags = torch.stack([f for _, f in finite]).cpu()
-            if not bool(flags.all()):
-                at = finite[int((~flags).nonzero()[0, 0])][0]
-                via = ", ".join(repr(self._nodes[u].name) for u in self._users[at]) or "the start"
-                raise WorkbenchError(
-                    f"Relevance became NaN or infinite at the output of layer {self._nodes[at].name!r}, "
-                    f"propagating back through layer {via}.",
-                    "Check the model's weights and inputs for extreme values; a larger ε (LRP-ε) may help.")
+            values[i] = leaves[i] = None  # free what this node kept for the pass
         return recorded, input_relevance
 
     def _propagate(self, node: _Node, i: int, values, local, R: torch.Tensor) -> list[tuple[int, torch.Tensor]]:
@@ -935,7 +971,7 @@ class LRP:
             grads = torch.autograd.grad(z, grad_inputs, R, allow_unused=True)
             return [(j, g) for j, g in zip(inputs, grads) if g is not None]
         # "split": the proportional LRP-0 rule of pooling and residual sums
-        ratio = R / stabilise(z.detach(), default_stabiliser(R.dtype))
+        ratio = _ratio(R, z.detach(), default_stabiliser(R.dtype))
         grads = torch.autograd.grad(z, grad_inputs, ratio, allow_unused=True)
         return [(j, leaf.detach() * g) for j, leaf, g in zip(inputs, grad_inputs, grads) if g is not None]
 

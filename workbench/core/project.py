@@ -123,11 +123,30 @@ class Project:
                                               "how": "the dataset's test split"})
             self.save()
 
-    def add_model(self, spec: str, name: str | None = None) -> None:
-        name = name or (Path(spec).stem if os.sep in spec else spec)
+    def add_model(self, spec: str, name: str | None = None, arch: str | None = None) -> None:
+        """Add a bundled model by name or a model file by path (kept relative when inside the project).
+
+        `arch` is recorded for plain state_dict files, so they load again next time.
+        """
+        path = Path(spec)
+        if path.exists():
+            try:
+                spec = str(path.resolve().relative_to(self.folder.resolve()))
+            except ValueError:
+                spec = str(path.resolve())
+        name = name or (path.stem if path.exists() else spec)
         if all(m["name"] != name for m in self.settings["models"]):
-            self.settings["models"].append({"name": name, "spec": spec})
+            entry = {"name": name, "spec": spec}
+            if arch:
+                entry["arch"] = arch
+            self.settings["models"].append(entry)
             self.save()
+
+    def model_spec(self, entry: dict) -> str:
+        """What `load_model` takes for a model entry: a bundled name, or the file's full path."""
+        spec = entry["spec"]
+        inside = self.folder / spec
+        return str(inside) if not Path(spec).is_absolute() and inside.exists() else spec
 
     # --- artifacts ---------------------------------------------------------------------------------
 

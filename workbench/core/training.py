@@ -103,7 +103,7 @@ def train(ctx: JobContext, arch: str, dataset: Dataset, epochs: int = 8, batch_s
         row = {"epoch": epoch + 1, "train_loss": total_loss / n, "train_accuracy": correct / n,
                "seconds": time.monotonic() - start_time}
         if eval_split and eval_split in dataset.splits:
-            row["test_accuracy"] = evaluate(JobContext(str(device)), loaded, dataset, eval_split)["accuracy"]
+            row["test_accuracy"] = evaluate(ctx.quiet(), loaded, dataset, eval_split)["accuracy"]
         history.append(row)
         ctx.partial(row)
     module.eval()
@@ -145,3 +145,38 @@ def evaluate(ctx: JobContext, model: LoadedModel, dataset: Dataset, split: str =
             "per_class_accuracy": {name: (None if np.isnan(a) else float(a))
                                    for name, a in zip(dataset.class_names, per_class)},
             "confusion": confusion, "predictions": predictions}
+
+
+def train_and_save(ctx: JobContext, arch: str, dataset: Dataset, out, name: str, epochs: int = 8,
+                   batch_size: int = 128, lr: float = 1e-3, seed: int = 0, source: str = "",
+                   command: str = "") -> tuple[LoadedModel, dict]:
+    """Train, evaluate on the test split, and save a checkpoint with its model card beside it.
+
+    The card records the data, epochs, seed, accuracy and the command that made the model. Both
+    files are written only after training and evaluation finished, each atomically, so a
+    cancelled run leaves nothing behind.
+    """
+    from pathlib import Path
+
+    from workbench.core.model_io import save_checkpoint
+    from workbench.core.store import write_json
+
+    out = Path(out)
+    result = train(ctx, arch, dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
+    final = evaluate(ctx.quiet(), result.model, dataset, "test") if "test" in dataset.splits else None
+    card = {
+        "name": name, "title": f"{arch} trained on {dataset.card.title}", "arch": arch,
+        "dataset": dataset.recipe.get("name", dataset.name), "epochs": epochs, "batch_size": batch_size,
+        "lr": lr, "optimiser": "Adam", "seed": seed,
+        "test_accuracy": final["accuracy"] if final else None,
+        "per_class_accuracy": final["per_class_accuracy"] if final else None,
+        "seconds_per_epoch": round(result.seconds_per_epoch, 2), "history": result.history,
+        "input_shape": list(dataset.image_shape), "class_names": list(dataset.class_names),
+        "command": command, "source": source, "licence": "MIT",
+    }
+    ctx.check()  # the last moment to cancel before anything is written
+    save_checkpoint(out, result.model.module, arch, card)
+    write_json(out.with_suffix(".json"), card, backup=False)
+    info = result.model.info
+    info.name, info.source, info.card = name, str(out), card
+    return result.model, card

@@ -15,11 +15,12 @@ from pathlib import Path
 from PySide6.QtCore import QEventLoop, QTimer
 from PySide6.QtWidgets import QApplication
 
+import workbench
 from workbench.core.errors import WorkbenchError
 from workbench.core.project import SETTINGS, Project
 from workbench.gui.demo import open_demo_project
 from workbench.gui.errors import install_excepthook, report_error
-from workbench.gui.main_window import DEFAULT_SIZE, VIEW_TITLES, MainWindow, is_alive
+from workbench.gui.main_window import DEFAULT_SIZE, VIEW_TITLES, MainWindow
 
 SCREENSHOT_TIMEOUT_S = 180
 IDLE_POLLS = 3  # consecutive idle polls, 100 ms apart, before the window counts as settled
@@ -32,7 +33,7 @@ def application() -> QApplication:
         app = QApplication(sys.argv[:1])
         app.setStyle("Fusion")
     app.setApplicationName("DL Testing Workbench")
-    app.setApplicationVersion(__import__("workbench").__version__)
+    app.setApplicationVersion(workbench.__version__)
     return app
 
 
@@ -120,9 +121,9 @@ def run_gui(project: str | None = None, view: str | None = None, screenshot: str
         window.show_view(view)
     if screenshot is not None:
         return take_screenshot(window, screenshot)
-    restore_hook = install_excepthook(lambda: window if is_alive(window) else None)
-    # Ctrl+C in the terminal closes the window properly; the timer lets Python see the signal.
-    previous_sigint = signal.signal(signal.SIGINT, lambda *_: window.close())
+    restore_hook = install_excepthook(QApplication.activeWindow)
+    # Ctrl+C in the terminal closes the window(s) properly; the timer lets Python see the signal.
+    previous_sigint = signal.signal(signal.SIGINT, lambda *_: QApplication.closeAllWindows())
     wake = QTimer()
     wake.timeout.connect(lambda: None)
     wake.start(250)

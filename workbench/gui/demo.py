@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from workbench.core.errors import WorkbenchError
 from workbench.core.project import SETTINGS, Project
 
 DEMO_CHOICES = (("fashion-mnist", "lenet5-fashion"), ("mnist-5k", "lenet5-mnist5k"), ("digits", None))
@@ -40,26 +41,32 @@ def open_demo_project(folder: Path | None = None) -> tuple[Project, list[tuple[s
     """Open (creating on first use) the demo project; returns it with notices (text, level) to show."""
     folder = folder or demo_folder()
     datasets = _available_datasets()
-    notices: list[tuple[str, str]] = []
     fashion = datasets.get("fashion-mnist", {})
-    if not fashion.get("available"):
-        notices.append((f"Fashion-MNIST is not installed ({fashion.get('reason', 'not found')}). Install it with "
-                        f"“{fashion.get('install') or 'sudo apt-get install dataset-fashion-mnist'}”; until then "
-                        "the demo uses another dataset.", "warning"))
+    install = fashion.get("install") or "sudo apt-get install dataset-fashion-mnist"
     if (folder / SETTINGS).exists():
         project = Project.open(folder)
         if project.datasets and datasets.get(project.datasets[0], {}).get("available", True):
-            return project, notices
-        # The demo was created where a dataset existed that is gone now: make a fresh one beside it.
+            return project, []
+        # The demo was made where a dataset existed that is gone now: use a fresh one beside it.
         folder = folder.with_name(folder.name + "-fallback")
         if (folder / SETTINGS).exists():
-            return Project.open(folder), notices
+            project = Project.open(folder)
+            return project, [_fallback_notice(project.datasets[0], datasets, install)]
     models = _available_models()
     for dataset, model in DEMO_CHOICES:
-        if datasets.get(dataset, {}).get("available"):
-            chosen = [model] if model in models else []
-            if model and not chosen:
-                notices.append((f"The bundled model {model} is not available here; the demo opens without a model. "
-                                "Train one in the Training view.", "warning"))
-            return Project.create(folder, dataset, chosen), notices
-    return Project.create(folder, "digits", []), notices
+        if not datasets.get(dataset, {}).get("available"):
+            continue
+        notices = [] if dataset == "fashion-mnist" else [_fallback_notice(dataset, datasets, install)]
+        chosen = [model] if model in models else []
+        if model and not chosen:
+            notices.append((f"The bundled model {model} is not available here, so the demo opens without a "
+                            "model; train one in the Training view.", "warning"))
+        return Project.create(folder, dataset, chosen), notices
+    raise WorkbenchError("No dataset is available for the demo project.",
+                         f"Install Fashion-MNIST with “{install}”.")
+
+
+def _fallback_notice(dataset: str, datasets: dict, install: str) -> tuple[str, str]:
+    title = datasets.get(dataset, {}).get("title", dataset)
+    return (f"Fashion-MNIST is not installed here, so the demo uses {title} instead. "
+            f"Install Fashion-MNIST with “{install}”.", "warning")

@@ -64,10 +64,6 @@ class JobRecord:
         return (self.ended or time.monotonic()) - self.started
 
     @property
-    def fraction(self) -> float | None:
-        return self.done / self.total if self.total > 0 else None
-
-    @property
     def eta(self) -> float | None:
         """Seconds left, extrapolated from the rate so far; None until there is a rate."""
         if self.state != RUNNING or not self.total or self.done <= 0:
@@ -135,7 +131,6 @@ class Job(QObject):
         self.record = record
         self.result: Any = None
         self.report_errors = True
-        self.open_result: Callable[[], None] | None = None  # what double-clicking the finished job does
         self.bridge = _Bridge(self)
         self._last_progress = 0.0
         self.ctx = JobContext(device, on_progress=self._progress_from_worker, on_partial=self.bridge.partial.emit)
@@ -274,9 +269,12 @@ class JobRunner(QObject):
         self.jobs = [j for j in self.jobs if j.record.active]
 
     def shutdown(self, timeout_ms: int = 15000) -> bool:
-        """Cancel every job and wait for the worker threads; True when all have stopped."""
+        """Cancel every job and wait for the worker threads (`timeout_ms` < 0: as long as it takes);
+        True when all have stopped."""
         self._closed = True
         self.cancel_all()
+        if timeout_ms < 0:  # no limit
+            return self.pool.waitForDone(-1) and self.io_pool.waitForDone(-1)
         deadline = time.monotonic() + timeout_ms / 1000
         compute_done = self.pool.waitForDone(timeout_ms)
         io_done = self.io_pool.waitForDone(max(0, int((deadline - time.monotonic()) * 1000)))

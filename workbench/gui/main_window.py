@@ -8,12 +8,13 @@ window cancels running jobs and waits for their threads, then saves the layout i
 from __future__ import annotations
 
 import os
-import resource
+import sys
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, Qt, QTimer
-from PySide6.QtWidgets import (QComboBox, QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox, QTabWidget,
-                               QToolBar, QVBoxLayout, QWidget)
+import PySide6
+import pyqtgraph
+from PySide6.QtCore import QByteArray, Qt
+from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow, QMessageBox, QTabWidget, QVBoxLayout, QWidget
 
 import workbench
 from workbench.core.errors import WorkbenchError
@@ -25,7 +26,9 @@ from workbench.gui.open_dialogs import OpenDatasetDialog, OpenModelDialog
 from workbench.gui.plot_style import configure_pyqtgraph
 from workbench.gui.project_panel import ProjectPanel
 from workbench.gui.selection import Selection
+from workbench.gui.selection_toolbar import SelectionToolBar
 from workbench.gui.session import Session
+from workbench.gui.status_bar import StatusBar
 from workbench.gui.views.data_view import DataView
 from workbench.gui.views.model_view import ModelView
 from workbench.gui.views.training_view import TrainingView
@@ -35,17 +38,6 @@ from workbench.gui.widgets.notice_bar import NoticeBar
 VIEW_TITLES = {"data": "Data", "model": "Model", "training": "Training"}
 DEFAULT_SIZE = (1440, 900)
 _open_windows: set["MainWindow"] = set()  # windows opened from another window, kept alive here
-
-
-def memory_in_use() -> str:
-    """Resident memory of this process ('812 MB'); the peak where the current value is unknown."""
-    try:
-        with open("/proc/self/statm") as f:
-            pages = int(f.read().split()[1])
-        return f"{pages * os.sysconf('SC_PAGE_SIZE') / 2 ** 20:,.0f} MB"
-    except (OSError, ValueError, IndexError):
-        peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        return f"{peak_kb / 1024:,.0f} MB peak"
 
 
 class MainWindow(QMainWindow):
@@ -81,13 +73,14 @@ class MainWindow(QMainWindow):
                                        Qt.DockWidgetArea.LeftDockWidgetArea)
         self.jobs_panel = JobsPanel(self.runner)
         self.jobs_dock = self._dock("Jobs", "jobsDock", self.jobs_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
-        self.resizeDocks([self.project_dock], [290], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.project_dock], [250], Qt.Orientation.Horizontal)
         self.resizeDocks([self.jobs_dock], [170], Qt.Orientation.Vertical)
 
         self.action_map, self.menus = build_actions(self, self._handlers())
         self._build_project_menu()
         self._build_toolbar()
-        self._build_status_bar()
+        self.status = StatusBar(self.session, self.runner, self)
+        self.setStatusBar(self.status)
         self._connect()
         self.default_state = self.saveState()
         self._restore_layout()
@@ -180,91 +173,24 @@ class MainWindow(QMainWindow):
                               else f"Not installed. Install: {card.get('install') or 'reinstall the workbench'}")
 
     def _build_toolbar(self) -> None:
-        bar = QToolBar("Selection")
-        bar.setObjectName("selectionToolBar")
-        bar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
-        self.addToolBar(bar)
-        self.model_box, self.dataset_box, self.split_box = QComboBox(), QComboBox(), QComboBox()
-        self.model_box.setObjectName("modelPicker")
-        self.dataset_box.setObjectName("datasetPicker")
-        self.split_box.setObjectName("splitPicker")
-        self._model_names: list[str] = []
-        self._dataset_specs: list[str] = []
-        self._split_names: list[str] = []
-        for label, box, width in (("Model", self.model_box, 200), ("Dataset", self.dataset_box, 170),
-                                  ("Split", self.split_box, 120)):
-            text = QLabel(f"  {label} ")
-            text.setBuddy(box)
-            box.setMinimumWidth(width)
-            box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
-            bar.addWidget(text)
-            bar.addWidget(box)
-        self.model_box.activated.connect(
-            lambda i: self.selection.set_model(self._model_names[i]) if i < len(self._model_names) else None)
-        self.dataset_box.activated.connect(
-            lambda i: self.selection.set_dataset(self._dataset_specs[i]) if i < len(self._dataset_specs) else None)
-        self.split_box.activated.connect(
-            lambda i: self.selection.set_split(self._split_names[i]) if i < len(self._split_names) else None)
-        bar.addSeparator()
+        self.selection_bar = SelectionToolBar(self.session, self.selection, self)
         for action_id in ("open_model", "evaluate", "train"):
-            bar.addAction(self.action_map[action_id])
-        self.selection_bar = bar
-        self._fill_pickers()
+            self.selection_bar.addAction(self.action_map[action_id])
+        self.addToolBar(self.selection_bar)
+        self._update_evaluate_action()
 
-    def _fill_pickers(self) -> None:
-        """Refill the tool bar's pickers from the project and point them at the selection."""
-        project = self.session.project
-        self._model_names = [m["name"] for m in project.models]
-        self._dataset_specs = project.datasets
-        data = self.session.datasets.get(self.selection.dataset)
-        self._split_names = [s for s in data.splits if len(data.splits[s])] if data else ["train", "test"]
-        for box, names, texts, current in (
-                (self.model_box, self._model_names, self._model_names, self.selection.model),
-                (self.dataset_box, self._dataset_specs, [self.session.dataset_title(s) for s in self._dataset_specs],
-                 self.selection.dataset),
-                (self.split_box, self._split_names,
-                 [f"{s} ({len(data.splits[s]):,})" if data else s for s in self._split_names], self.selection.split)):
-            box.blockSignals(True)
-            box.clear()
-            box.addItems(texts)
-            box.setCurrentIndex(names.index(current) if current in names else -1)
-            box.setEnabled(bool(names))
-            box.blockSignals(False)
-        if not self._model_names:
-            self.model_box.setPlaceholderText("no model yet")
+    def _update_evaluate_action(self) -> None:
         self.action_map["evaluate"].setEnabled(self.selection.model is not None and self.selection.dataset is not None)
-
-    def _build_status_bar(self) -> None:
-        self.device_label = QLabel("Device: starting…")
-        self.device_label.setObjectName("deviceLabel")
-        self.device_label.setToolTip("Where jobs compute: a CUDA GPU when present, else the CPU")
-        self.jobs_label = QLabel()
-        self.project_label = QLabel()
-        self.memory_label = QLabel()
-        self.memory_label.setToolTip("Memory this process uses")
-        bar = self.statusBar()
-        for widget in (self.jobs_label, self.device_label, self.project_label, self.memory_label):
-            bar.addPermanentWidget(widget)
-        self.memory_timer = QTimer(self)
-        self.memory_timer.setInterval(2000)
-        self.memory_timer.timeout.connect(self._update_memory)
-        self.memory_timer.start()
-        self._update_memory()
-        self._update_jobs_label()
 
     def _connect(self) -> None:
         self.runner.job_failed.connect(self._on_job_failed)
-        self.runner.device_found.connect(lambda text: self.device_label.setText(f"Device: {text}"))
-        self.runner.job_added.connect(lambda _: self._update_jobs_label())
-        self.runner.job_ended.connect(lambda _: self._update_jobs_label())
         self.session.error.connect(lambda exc: report_error(self, exc))
         self.session.message.connect(lambda text: self.statusBar().showMessage(text, 8000))
-        self.session.project_changed.connect(self._fill_pickers)
-        self.session.dataset_loaded.connect(lambda _: self._fill_pickers())
         self.session.ready.connect(self._on_ready)
         self.session.model_added.connect(self._on_model_added)
         self.session.dataset_added.connect(self._on_dataset_added)
-        self.selection.changed.connect(lambda _: self._fill_pickers())
+        self.selection.changed.connect(lambda _: self._update_evaluate_action())
+        self.session.project_changed.connect(self._update_evaluate_action)
         self.project_panel.open_requested.connect(self.open_item)
         self.project_panel.evaluate_requested.connect(self._evaluate_model)
         self.jobs_panel.open_requested.connect(self.open_job)
@@ -302,21 +228,11 @@ class MainWindow(QMainWindow):
                                  "Fix or remove the plugin files, then restart the workbench."))))
             self.statusBar().showMessage(f"Plugins not loaded: {names}", 15000)
         if self.runner.device:
-            self.device_label.setText(f"Device: {self.runner.device}")
-        self._fill_pickers()
+            self.status.show_device(self.runner.device)
 
     def _update_title(self) -> None:
         project = self.session.project
         self.setWindowTitle(f"{project.name} — DL Testing Workbench" + (" (read-only)" if project.read_only else ""))
-        self.project_label.setText(f"Project: {project.folder}")
-        self.project_label.setToolTip(str(project.folder))
-
-    def _update_memory(self) -> None:
-        self.memory_label.setText(f"Memory: {memory_in_use()}")
-
-    def _update_jobs_label(self) -> None:
-        active = len(self.runner.active_jobs())
-        self.jobs_label.setText(f"{active} job{'s' * (active != 1)} running" if active else "No jobs running")
 
     def _dialog(self, dialog: QWidget) -> QWidget:
         self.dialogs = [d for d in self.dialogs if is_alive(d)] + [dialog]
@@ -512,12 +428,13 @@ class MainWindow(QMainWindow):
         return self._dialog(dialog)
 
     def show_about(self) -> QMessageBox:
-        import torch  # already imported by the start-up job: this is a lookup, not a load
-
+        torch = sys.modules.get("torch")  # never import it here: the start-up job does, off this thread
+        versions = f"PySide6 {PySide6.__version__}, pyqtgraph {pyqtgraph.__version__}" + (
+            f", PyTorch {torch.__version__}" if torch is not None else "")
         box = QMessageBox(QMessageBox.Icon.Information, "About the DL Testing Workbench",
                           f"<b>DL Testing Workbench {workbench.__version__}</b><p>Test deep-learning image "
-                          f"classifiers: datasets, models, training and evaluation, on {self.runner.device or 'CPU'}."
-                          f"</p><p>PyTorch {torch.__version__}. Licence: MIT.</p>", parent=self)
+                          "classifiers: datasets, models, training and evaluation. Jobs run on "
+                          f"{self.runner.device or 'the CPU'}.</p><p>{versions}. Licence: MIT.</p>", parent=self)
         box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         box.open()
         return self._dialog(box)
@@ -555,8 +472,13 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event) -> None:
         if not self.runner.is_idle():
             self.statusBar().showMessage("Stopping running jobs…")
-        self.runner.shutdown()
-        self.memory_timer.stop()
+        if not self.runner.shutdown(5000):
+            # A job inside a long uncancellable step (an import, a file read): wait for it rather
+            # than leave a thread running past the window.
+            names = ", ".join(j.name for j in self.runner.active_jobs())
+            print(f"Waiting for jobs to stop: {names}", file=sys.stderr)
+            self.runner.shutdown(-1)
+        self.status.memory_timer.stop()
         self.jobs_panel.clock.stop()
         self._save_layout()
         for dialog in self.dialogs:

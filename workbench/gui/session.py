@@ -149,13 +149,6 @@ class Session(QObject):
     def model_entry(self, name: str) -> dict | None:
         return next((m for m in self.project.models if m["name"] == name), None)
 
-    def resolve_spec(self, spec: str) -> str:
-        """A bundled name as it is; a relative path against the project folder first."""
-        path = Path(spec)
-        if not path.is_absolute() and (self.project.folder / path).exists():
-            return str(self.project.folder / path)
-        return spec
-
     def load_model(self, name: str, then: Callable[[tasks.ModelBundle], None] | None = None) -> Job | None:
         """Load a project model once; `then(bundle)` runs when it is there."""
         if name in self.models:
@@ -169,7 +162,7 @@ class Session(QObject):
         if key not in self._in_flight:
             if self._when_started(lambda: self.load_model(name, then)):
                 return None
-            spec = self.resolve_spec(entry["spec"])
+            spec = self.project.model_spec(entry)
             self.model_errors.pop(name, None)
             job = self.runner.submit(f"Load model {name}", tasks.load_model, spec, arch=entry.get("arch"),
                                      trust=spec in self._trusted, fallback_shape=self._fallback_shape())
@@ -206,13 +199,6 @@ class Session(QObject):
             name, i = f"{base}-{i}", i + 1
         return name
 
-    def project_relative(self, path: Path) -> str:
-        """Paths inside the project folder are stored relative to it, so the folder can move."""
-        try:
-            return str(path.resolve().relative_to(self.project.folder.resolve()))
-        except ValueError:
-            return str(path.resolve())
-
     def add_model_file(self, path: str, arch: str | None = None, trust: bool = False,
                        name: str | None = None) -> Job:
         """Load a user's model file; it joins the project only once it loaded cleanly."""
@@ -224,8 +210,7 @@ class Session(QObject):
 
         def loaded(bundle: tasks.ModelBundle) -> None:
             model_name = self.unique_model_name(name or bundle.model.info.name or Path(path).stem)
-            stored = self.project_relative(Path(spec)) if os.path.exists(spec) else spec
-            if self._write(lambda: self._add_model_entry(stored, model_name, arch)):
+            if self._write(lambda: self.project.add_model(spec, model_name, arch)):
                 self.models[model_name] = bundle
                 self.project_changed.emit()
                 self.model_loaded.emit(model_name)
@@ -236,13 +221,6 @@ class Session(QObject):
     def add_bundled_model(self, name: str) -> None:
         if self.model_entry(name) is None and self._write(lambda: self.project.add_model(name, name)):
             self.project_changed.emit()
-
-    def _add_model_entry(self, spec: str, name: str, arch: str | None) -> None:
-        self.project.add_model(spec, name)
-        if arch:
-            # The project keeps the architecture of a plain state_dict so it loads again next time.
-            self.model_entry(name)["arch"] = arch
-            self.project.save()
 
     # --- evaluations -------------------------------------------------------------------------------
 
@@ -340,7 +318,7 @@ class Session(QObject):
                                  tasks.train_and_save, arch, data, epochs, batch_size, lr, seed, out, name)
 
         def trained(result: tasks.TrainedModel) -> None:
-            if self._write(lambda: self.project.add_model(self.project_relative(result.path), result.name)):
+            if self._write(lambda: self.project.add_model(str(result.path), result.name)):
                 self.project_changed.emit()
                 self.load_model(result.name)
         job.finished.connect(trained)

@@ -139,32 +139,9 @@ def load_evaluation(ctx: JobContext, path: Path, class_names: list[str]) -> dict
 
 def train_and_save(ctx: JobContext, arch: str, dataset: Dataset, epochs: int, batch_size: int, lr: float,
                    seed: int, out: Path, name: str) -> TrainedModel:
-    """Train an architecture, evaluate it and save a checkpoint with its card beside it.
+    """Train, evaluate and save a checkpoint with its card; a cancelled run leaves no file behind."""
+    from workbench.core import training
 
-    The checkpoint is written only after training and the final evaluation completed, and
-    atomically, so a cancelled run leaves no file behind.
-    """
-    from workbench.core.model_io import save_checkpoint
-    from workbench.core.store import write_json
-    from workbench.core.training import evaluate as run_evaluation
-    from workbench.core.training import train
-
-    result = train(ctx, arch, dataset, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
-    final = run_evaluation(ctx, result.model, dataset, "test") if "test" in dataset.splits else None
-    card = {
-        "name": name, "title": f"{arch} trained on {dataset.card.title}", "arch": arch,
-        "dataset": dataset.recipe.get("name", dataset.name), "epochs": epochs, "batch_size": batch_size,
-        "lr": lr, "optimiser": "Adam", "seed": seed,
-        "test_accuracy": final["accuracy"] if final else None,
-        "per_class_accuracy": final["per_class_accuracy"] if final else None,
-        "seconds_per_epoch": round(result.seconds_per_epoch, 2), "history": result.history,
-        "input_shape": list(dataset.image_shape), "class_names": list(dataset.class_names),
-        "source": "trained in the workbench GUI", "licence": "MIT",
-    }
-    ctx.check()  # last chance to cancel before anything is written
-    save_checkpoint(out, result.model.module, arch, card)
-    write_json(out.with_suffix(".json"), card, backup=False)
-    result.model.info.name = name
-    result.model.info.source = str(out)
-    result.model.info.card = card
-    return TrainedModel(out, name, card, result.model)
+    model, card = training.train_and_save(ctx, arch, dataset, out, name, epochs=epochs, batch_size=batch_size,
+                                          lr=lr, seed=seed, source="trained in the workbench GUI")
+    return TrainedModel(out, name, card, model)

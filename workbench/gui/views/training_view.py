@@ -199,6 +199,8 @@ class TrainingView(QWidget):
     def start_training(self) -> None:
         arch, spec, name = self.current_arch(), self.current_dataset(), self.name.text().strip()
         try:
+            if spec not in self.session.datasets or arch is None:
+                raise WorkbenchError("There is nothing to train on yet.", self.note.text())
             if not name or not re.fullmatch(r"[A-Za-z0-9._-]+", name):
                 raise WorkbenchError(f"“{name}” cannot be a model name.",
                                      "Use letters, digits, dots, dashes and underscores.")

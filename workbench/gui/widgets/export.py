@@ -22,10 +22,29 @@ def export_png(scene_or_item, path: str | Path, scale: float = 2.0) -> Path:
     return Path(path)
 
 
-def export_svg(scene_or_item, path: str | Path) -> Path:
-    import pyqtgraph.exporters as exporters
+def export_svg(scene, path: str | Path) -> Path:
+    """Render a graphics scene to SVG with Qt's own generator.
 
-    exporters.SVGExporter(scene_or_item).export(str(path))
+    (pyqtgraph's SVG exporter cannot parse the path data recent Qt releases write.)
+    """
+    from PySide6.QtCore import QRectF
+    from PySide6.QtGui import QGuiApplication, QPainter
+    from PySide6.QtSvg import QSvgGenerator
+
+    rect = scene.sceneRect()
+    generator = QSvgGenerator()
+    generator.setFileName(str(path))
+    generator.setSize(rect.size().toSize())
+    generator.setViewBox(QRectF(0, 0, rect.width(), rect.height()))
+    generator.setTitle(Path(path).stem)
+    # Same resolution as the screen, so text and pens keep their size relative to the images.
+    screen = QGuiApplication.primaryScreen()
+    generator.setResolution(int(screen.logicalDotsPerInch()) if screen is not None else 96)
+    painter = QPainter(generator)
+    try:
+        scene.render(painter, QRectF(0, 0, rect.width(), rect.height()), rect)
+    finally:
+        painter.end()
     return Path(path)
 
 

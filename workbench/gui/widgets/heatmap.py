@@ -12,7 +12,7 @@ from typing import Callable
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtCore import QPointF, QRectF, Signal
 from PySide6.QtGui import QFontMetrics
 
 from workbench.gui.colors import COUNT_COLORMAP
@@ -109,8 +109,10 @@ class Heatmap(pg.GraphicsLayoutWidget):
             left_labels = self.row_labels
         else:
             left_labels = [f"{label}  {r}" for r, label in enumerate(self.row_labels)]
-        bottom.setTicks([[(c + 0.5, t) for c, t in enumerate(bottom_labels)]])
-        self.plot.getAxis("left").setTicks([[(r + 0.5, t) for r, t in enumerate(left_labels)]])
+        # Past ~25 classes every label cannot fit: label every n-th row and column.
+        col_step, row_step = max(1, -(-cols // 25)), max(1, -(-rows // 25))
+        bottom.setTicks([[(c + 0.5, t) for c, t in enumerate(bottom_labels) if c % col_step == 0]])
+        self.plot.getAxis("left").setTicks([[(r + 0.5, t) for r, t in enumerate(left_labels) if r % row_step == 0]])
         self.plot.setLabel("bottom", self.column_title if names_fit else f"{self.column_title} (numbered as on the left)")
 
     def resizeEvent(self, event) -> None:

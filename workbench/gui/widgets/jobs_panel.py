@@ -6,7 +6,7 @@ one opens its result or, for a failure, the error dialog again.
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QTimer, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QProgressBar, QPushButton, QToolButton, QTreeWidget,
                                QTreeWidgetItem, QVBoxLayout, QWidget)
