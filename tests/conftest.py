@@ -12,7 +12,6 @@ import copy
 import importlib.util
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 TESTS = Path(__file__).resolve().parent

@@ -9,11 +9,14 @@ lives in `dataset_registry.py`; the readers for users' own files live in `datase
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 import numpy as np
 
 from workbench.core.errors import WorkbenchError
+
+if TYPE_CHECKING:  # torch is imported lazily so the GUI starts fast
+    import torch
 
 
 @dataclass

@@ -17,10 +17,14 @@ import tempfile
 import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.models import get_architecture
 from workbench.core.resources import resources_dir
+
+if TYPE_CHECKING:  # torch is imported lazily so the GUI starts fast
+    import torch
 
 CHECKPOINT_FORMAT = "workbench-checkpoint"
 CHECKPOINT_VERSION = 1

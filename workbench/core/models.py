@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from workbench.core.errors import WorkbenchError
+
+if TYPE_CHECKING:  # torch is imported lazily so the GUI starts fast
+    import torch
 
 
 @dataclass

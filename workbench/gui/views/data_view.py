@@ -11,12 +11,12 @@ import numpy as np
 from PySide6.QtCore import QModelIndex, Qt
 from PySide6.QtGui import QIcon, QImage, QPixmap
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QFrame, QHBoxLayout, QLabel, QMenu, QSlider,
-                               QSplitter, QStackedWidget, QToolButton, QVBoxLayout, QWidget)
+                               QSplitter, QToolButton, QVBoxLayout, QWidget)
 
 from workbench.gui.colors import MISMATCH, class_color
 from workbench.gui.selection import Selection
 from workbench.gui.session import Session
-from workbench.gui.widgets.empty_state import EmptyState
+from workbench.gui.widgets.empty_state import MessageOrContent
 from workbench.gui.widgets.export import export_csv
 from workbench.gui.widgets.thumbnail_grid import OUTCOMES, ThumbnailGrid
 
@@ -150,10 +150,8 @@ class DataView(QWidget):
         layout.addLayout(controls)
         layout.addLayout(info)
         layout.addWidget(splitter, 1)
-        self.empty = EmptyState()
-        self.stack = QStackedWidget()
-        self.stack.addWidget(self.empty)
-        self.stack.addWidget(content)
+        self.stack = MessageOrContent(content)
+        self.empty = self.stack.empty
         outer = QVBoxLayout(self)
         outer.setContentsMargins(6, 6, 6, 6)
         outer.addWidget(self.stack)

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLab
 from workbench.gui.selection import Selection
 from workbench.gui.session import Session
 from workbench.gui.widgets.class_bars import ClassBars
-from workbench.gui.widgets.empty_state import EmptyState
+from workbench.gui.widgets.empty_state import EmptyState, MessageOrContent
 from workbench.gui.widgets.export import ExportButton
 from workbench.gui.widgets.heatmap import Heatmap
 
@@ -130,10 +130,8 @@ class ModelView(QWidget):
         content_layout.addLayout(head)
         content_layout.addWidget(splitter, 1)
 
-        self.empty = EmptyState()
-        self.stack = QStackedWidget()
-        self.stack.addWidget(self.empty)
-        self.stack.addWidget(content)
+        self.stack = MessageOrContent(content)
+        self.empty = self.stack.empty
         outer = QVBoxLayout(self)
         outer.setContentsMargins(6, 6, 6, 6)
         outer.addWidget(self.stack)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Callable
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QStackedWidget, QVBoxLayout, QWidget
 
 
 class EmptyState(QWidget):
@@ -68,3 +68,21 @@ class EmptyState(QWidget):
                 button.click()
                 return
         raise KeyError(text)
+
+
+class MessageOrContent(QStackedWidget):
+    """A view's body: its content, or an `EmptyState` saying what to do while there is none."""
+
+    def __init__(self, content: QWidget, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.empty = EmptyState()
+        self.content = content
+        self.addWidget(self.empty)
+        self.addWidget(content)
+
+    def show_message(self, *args, **kwargs) -> None:
+        self.empty.show_message(*args, **kwargs)
+        self.setCurrentWidget(self.empty)
+
+    def show_content(self) -> None:
+        self.setCurrentWidget(self.content)
