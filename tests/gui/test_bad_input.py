@@ -230,3 +230,21 @@ def test_unexpected_exceptions_in_slots_reach_the_dialog(qtbot, error_dialogs):
         restore()
     assert error_dialogs and error_dialogs[0].message.startswith("Unexpected error: KeyError")
     assert "Traceback" in error_dialogs[0].details
+
+
+def test_torchvision_dataset_missing_from_the_cache_offline(qtbot, settled_window, error_dialogs, tmp_path,
+                                                            monkeypatch):
+    """Without the Download box nothing is fetched: the message names the cache and the way to fill it."""
+    monkeypatch.setenv("WORKBENCH_DATA_CACHE", str(tmp_path / "cache"))
+    window = settled_window
+    dialog = window.open_dataset_file()
+    dialog.torchvision.setCurrentText("KMNIST")
+    assert not dialog.path.isEnabled() and dialog.download.isEnabled()
+    assert dialog.choice() == "torchvision:KMNIST" and not dialog.allow_download()
+    dialog.buttons.button(QDialogButtonBox.StandardButton.Open).click()
+    error = wait_for_dialog(qtbot, error_dialogs)
+    assert "KMNIST" in error.message and "Download" in error.hint and str(tmp_path / "cache") in error.hint
+    assert not (tmp_path / "cache" / "torchvision" / "KMNIST").exists() or \
+        not any((tmp_path / "cache" / "torchvision" / "KMNIST").rglob("*.gz"))
+    assert "torchvision:KMNIST" not in window.session.project.datasets
+    assert_still_running(qtbot, window)

@@ -236,7 +236,7 @@ def load_torchvision(name: str, download: bool = False, root: str | os.PathLike 
             splits[split] = Split(as_image_array(x, name), as_labels(y))
     except (RuntimeError, OSError) as exc:
         action = ("The download failed; check the network connection." if download else
-                  f"It is not in {root}. Download it once with network access: add --download (GUI: tick 'Download').")
+                  f"It is not in {root}. Download it once with network access: pass --download, or tick Download in the GUI's Open dataset dialog.")
         raise WorkbenchError(f"torchvision dataset {name} could not be loaded: {exc}", action) from exc
     classes = [str(c) for c in getattr(cls, "classes", [])] or None
     if classes is None or len(classes) < max(int(s.labels.max()) for s in splits.values()) + 1:

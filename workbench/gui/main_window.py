@@ -7,7 +7,6 @@ window cancels running jobs and waits for their threads, then saves the layout i
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -345,12 +344,12 @@ class MainWindow(QMainWindow):
     def open_dataset_file(self) -> OpenDatasetDialog:
         dialog = OpenDatasetDialog(self)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        dialog.accepted.connect(lambda: self.add_dataset(os.path.abspath(os.path.expanduser(dialog.choice()))))
+        dialog.accepted.connect(lambda: self.add_dataset(dialog.choice(), download=dialog.allow_download()))
         dialog.open()
         return self._dialog(dialog)
 
-    def add_dataset(self, spec: str) -> None:
-        self.session.add_dataset(spec)
+    def add_dataset(self, spec: str, download: bool = False) -> None:
+        self.session.add_dataset(spec, download=download)
 
     def _on_dataset_added(self, spec: str) -> None:
         self.selection.set_dataset(spec)

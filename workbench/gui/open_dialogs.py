@@ -7,9 +7,13 @@ code from the file). Both dialogs only collect choices; loading happens in a job
 
 from __future__ import annotations
 
+import os
+
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QFileDialog, QFormLayout,
                                QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget)
 
+# The names only: importing torchvision here would slow the dialog down.
+TORCHVISION_SETS = ("MNIST", "FashionMNIST", "KMNIST", "CIFAR10", "CIFAR100", "SVHN")
 MODEL_FILTER = "Models (*.pt *.pth *.pt2 *.jit *.safetensors);;All files (*)"
 DATASET_FILTER = "Datasets (*.npz *.h5 *.hdf5);;All files (*)"
 
@@ -87,16 +91,25 @@ class OpenDatasetDialog(QDialog):
                       "(optionally under train/ and test/). Files: .npz with x and y (or x_train, y_train, "
                       "x_test, y_test), or .h5 with the same names.")
         note.setWordWrap(True)
+        self.torchvision = QComboBox()
+        self.torchvision.addItem("—")
+        self.torchvision.addItems(list(TORCHVISION_SETS))
+        self.torchvision.setToolTip("Read from the workbench's cache folder; nothing is downloaded unless you tick Download")
+        self.download = QCheckBox("Download if it is not in the cache (needs network access)")
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Open | QDialogButtonBox.StandardButton.Cancel)
         self.buttons.accepted.connect(self.accept)
         self.buttons.rejected.connect(self.reject)
-        self.path.textChanged.connect(
-            lambda text: self.buttons.button(QDialogButtonBox.StandardButton.Open).setEnabled(bool(text.strip())))
-        self.buttons.button(QDialogButtonBox.StandardButton.Open).setEnabled(bool(path))
+        self.path.textChanged.connect(self._update)
+        self.torchvision.currentIndexChanged.connect(self._update)
+        torchvision_form = QFormLayout()
+        torchvision_form.addRow("Or a torchvision dataset", self.torchvision)
+        torchvision_form.addRow("", self.download)
         layout = QVBoxLayout(self)
         layout.addLayout(_path_row(self.path, file_button, folder_button))
         layout.addWidget(note)
+        layout.addLayout(torchvision_form)
         layout.addWidget(self.buttons)
+        self._update()
         self.setMinimumWidth(520)
 
     def _browse_file(self) -> None:
@@ -109,5 +122,18 @@ class OpenDatasetDialog(QDialog):
         if path:
             self.path.setText(path)
 
+    def _update(self) -> None:
+        from_torchvision = self.torchvision.currentIndex() > 0
+        self.path.setEnabled(not from_torchvision)
+        self.download.setEnabled(from_torchvision)
+        ready = from_torchvision or bool(self.path.text().strip())
+        self.buttons.button(QDialogButtonBox.StandardButton.Open).setEnabled(ready)
+
     def choice(self) -> str:
-        return self.path.text().strip()
+        """A path, or `torchvision:<Name>`."""
+        if self.torchvision.currentIndex() > 0:
+            return f"torchvision:{self.torchvision.currentText()}"
+        return os.path.abspath(os.path.expanduser(self.path.text().strip()))
+
+    def allow_download(self) -> bool:
+        return self.torchvision.currentIndex() > 0 and self.download.isChecked()

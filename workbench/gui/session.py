@@ -98,7 +98,8 @@ class Session(QObject):
 
         return spec in {e.name for e in dataset_entries()} or os.path.exists(spec)
 
-    def load_dataset(self, spec: str, then: Callable[[Dataset], None] | None = None) -> Job | None:
+    def load_dataset(self, spec: str, then: Callable[[Dataset], None] | None = None,
+                     download: bool = False) -> Job | None:
         """Load a dataset once; `then(dataset)` runs when it is there (at once if it already is)."""
         if spec in self.datasets:
             if then:
@@ -107,10 +108,11 @@ class Session(QObject):
         key = ("dataset", spec)
         if key not in self._in_flight:
             # A dataset a plugin adds is unknown until plugins are loaded.
-            if not self._registered(spec) and self._when_started(lambda: self.load_dataset(spec, then)):
+            if not self._registered(spec) and self._when_started(lambda: self.load_dataset(spec, then, download)):
                 return None
             self.dataset_errors.pop(spec, None)
-            job = self.runner.submit(f"Load dataset {spec}", tasks.load_dataset, spec, uses_device=False)
+            job = self.runner.submit(f"{'Download' if download else 'Load'} dataset {spec}", tasks.load_dataset, spec,
+                                     download=download, uses_device=False)
             self._in_flight[key] = job
             job.finished.connect(lambda dataset: self._on_dataset(spec, dataset))
             job.failed.connect(lambda exc: self._on_dataset_failed(spec, exc))
@@ -136,13 +138,13 @@ class Session(QObject):
             return self.datasets[spec].name
         return Path(spec).name if os.sep in spec else spec
 
-    def add_dataset(self, spec: str) -> Job | None:
+    def add_dataset(self, spec: str, download: bool = False) -> Job | None:
         """Load a dataset (a registry name or a path) and add it to the project when it loads."""
         def added(dataset: Dataset) -> None:
             if spec in self.project.datasets or self._write(lambda: self.project.add_dataset(spec)):
                 self.project_changed.emit()
                 self.dataset_added.emit(spec)
-        return self.load_dataset(spec, then=added)
+        return self.load_dataset(spec, then=added, download=download)
 
     # --- models ------------------------------------------------------------------------------------
 

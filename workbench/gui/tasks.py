@@ -70,12 +70,12 @@ def _leave_a_core_for_the_ui() -> None:
         torch.set_num_threads(cores - 1)
 
 
-def load_dataset(ctx: JobContext, spec: str) -> Dataset:
-    """A dataset by registry name or path (the registry caches named ones)."""
+def load_dataset(ctx: JobContext, spec: str, download: bool = False) -> Dataset:
+    """A dataset by registry name or path (the registry caches named ones); `download` only when asked."""
     from workbench.core.dataset_registry import load_dataset as load
 
     ctx.progress(0, 1, f"reading {spec}")
-    dataset = load(spec)
+    dataset = load(spec, download=download)
     ctx.progress(1, 1, "loaded")
     return dataset
 
