@@ -57,7 +57,9 @@ def layer_catalogue(module, input_shape: tuple[int, int, int]) -> list[LayerInfo
         return [LayerInfo(n, type(m).__name__, (), 0, sum(p.numel() for p in m.parameters())) for n, m in leaves]
     try:
         with torch.no_grad():
-            module(torch.zeros((1, *input_shape)))
+            weight = next(module.parameters(), None)  # dry-run on the model's own device and dtype
+            kind = {"device": weight.device, "dtype": weight.dtype} if weight is not None else {}
+            module(torch.zeros((1, *input_shape), **kind))
     except Exception as exc:
         raise WorkbenchError(f"The model does not accept inputs of shape {tuple(input_shape)}: {exc}",
                              "Check the model's input shape against the dataset's image shape.") from exc
