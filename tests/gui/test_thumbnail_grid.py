@@ -3,7 +3,6 @@ red frames for wrong predictions, keyboard navigation, and a bounded image cache
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest
@@ -60,19 +59,17 @@ def test_sixty_thousand_rows_without_a_widget_or_pixmap_each(grid):
     assert grid.viewport().findChildren(QWidget) == []  # no widget per image
 
 
-def test_scrolling_to_the_end_paints_the_last_images_quickly(qtbot, grid):
+def test_scrolling_to_the_end_paints_the_last_images(qtbot, grid):
+    """Scrolling 60k rows works with a bounded cache (frame times: benchmarks/bench_gui.py)."""
     last = grid.thumbnails.index(N - 1)
     # Batched layout finishes in the background, a few milliseconds per step.
     qtbot.waitUntil(lambda: grid.visualRect(last).isValid() and grid.verticalScrollBar().maximum() > 0)
     grid.scrollTo(last)
     qtbot.waitUntil(lambda: grid.viewport().rect().intersects(grid.visualRect(last)))
     bar = grid.verticalScrollBar()
-    t0 = time.perf_counter()
     for fraction in np.linspace(0, 1, 25):
         bar.setValue(int(bar.maximum() * fraction))
         grid.viewport().repaint()
-    per_step = (time.perf_counter() - t0) / 25
-    assert per_step < 0.1  # a frame budget with ample room on a slow machine
     assert grid.viewport().rect().intersects(grid.visualRect(last))
     assert len(grid.thumbnails._cache) <= CACHE_IMAGES
 
