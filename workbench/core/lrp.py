@@ -21,6 +21,7 @@ Every linear step uses the gradient trick of §1.1: `z = layer(a)`, `c = ∂(Σ_
 
 from __future__ import annotations
 
+import abc
 import copy
 import math
 import operator
@@ -99,7 +100,7 @@ class Share:
     terms: tuple[Term, ...]
 
 
-class Rule:
+class Rule(abc.ABC):
     """How a layer linear in its input (Linear, Conv, an unfolded BatchNorm) redistributes relevance.
 
     Subclasses set `name` and return their `shares()`; `stabiliser(dtype)` gives the ε of `s(z)`.
@@ -113,8 +114,9 @@ class Rule:
     def __init__(self, bias_in_denominator: bool = True):
         self.bias_in_denominator = bool(bias_in_denominator)
 
+    @abc.abstractmethod
     def shares(self) -> tuple[Share, ...]:
-        raise NotImplementedError
+        """The terms this rule sums, with their weights and denominators."""
 
     def stabiliser(self, dtype: torch.dtype) -> float:
         return default_stabiliser(dtype)
