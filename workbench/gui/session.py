@@ -101,36 +101,49 @@ class Session(QObject):
     def load_dataset(self, spec: str, then: Callable[[Dataset], None] | None = None,
                      download: bool = False) -> Job | None:
         """Load a dataset once; `then(dataset)` runs when it is there (at once if it already is)."""
-        if spec in self.datasets:
-            if then:
-                then(self.datasets[spec])
+        # A dataset a plugin adds is unknown until plugins are loaded.
+        if (spec not in self.datasets and ("dataset", spec) not in self._in_flight and not self._registered(spec)
+                and self._when_started(lambda: self.load_dataset(spec, then, download))):
             return None
-        key = ("dataset", spec)
-        if key not in self._in_flight:
-            # A dataset a plugin adds is unknown until plugins are loaded.
-            if not self._registered(spec) and self._when_started(lambda: self.load_dataset(spec, then, download)):
-                return None
-            self.dataset_errors.pop(spec, None)
-            job = self.runner.submit(f"{'Download' if download else 'Load'} dataset {spec}", tasks.load_dataset, spec,
-                                     download=download, uses_device=False)
-            self._in_flight[key] = job
-            job.finished.connect(lambda dataset: self._on_dataset(spec, dataset))
-            job.failed.connect(lambda exc: self._on_dataset_failed(spec, exc))
-            job.cancelled.connect(lambda: self._on_dataset_failed(spec, _cancelled("Loading the dataset")))
-        job = self._in_flight[key]
+        return self._load_once(
+            "dataset", spec, self.datasets, self.dataset_errors, self.dataset_loaded, self.dataset_failed,
+            lambda: self.runner.submit(f"{'Download' if download else 'Load'} dataset {spec}", tasks.load_dataset,
+                                       spec, download=download, uses_device=False),
+            "Loading the dataset", then)
+
+    def _load_once(self, kind: str, key: str, store: dict, errors: dict, loaded: Signal, failed: Signal,
+                   submit: Callable[[], Job], what: str, then: Callable | None) -> Job | None:
+        """Run `submit()` unless `key` is in `store` or on its way; `then(value)` runs once it is there.
+
+        The value lands in `store` (or the error in `errors`) before `loaded`/`failed` fire, so one job
+        serves every view that asks while it runs.
+        """
+        if key in store:
+            if then:
+                then(store[key])
+            return None
+        flight = (kind, key)
+        if flight not in self._in_flight:
+            errors.pop(key, None)
+            job = self._in_flight[flight] = submit()
+
+            def done(value) -> None:
+                self._in_flight.pop(flight, None)
+                store[key] = value
+                loaded.emit(key)
+
+            def fail(exc: BaseException) -> None:
+                self._in_flight.pop(flight, None)
+                errors[key] = exc
+                failed.emit(key)
+
+            job.finished.connect(done)
+            job.failed.connect(fail)
+            job.cancelled.connect(lambda: fail(_cancelled(what)))
+        job = self._in_flight[flight]
         if then:
-            job.finished.connect(lambda dataset: then(dataset))
+            job.finished.connect(then)
         return job
-
-    def _on_dataset(self, spec: str, dataset: Dataset) -> None:
-        self._in_flight.pop(("dataset", spec), None)
-        self.datasets[spec] = dataset
-        self.dataset_loaded.emit(spec)
-
-    def _on_dataset_failed(self, spec: str, exc: BaseException) -> None:
-        self._in_flight.pop(("dataset", spec), None)
-        self.dataset_errors[spec] = exc
-        self.dataset_failed.emit(spec)
 
     def dataset_title(self, spec: str) -> str:
         """A short name for a dataset spec: the registry name, or a path's file name."""
@@ -153,39 +166,19 @@ class Session(QObject):
 
     def load_model(self, name: str, then: Callable[[tasks.ModelBundle], None] | None = None) -> Job | None:
         """Load a project model once; `then(bundle)` runs when it is there."""
-        if name in self.models:
-            if then:
-                then(self.models[name])
-            return None
         entry = self.model_entry(name)
-        if entry is None:
+        if entry is None and name not in self.models:
             raise WorkbenchError(f"The project has no model named {name!r}.", "Add it with Project → Open model file.")
-        key = ("model", name)
-        if key not in self._in_flight:
-            if self._when_started(lambda: self.load_model(name, then)):
-                return None
+        if (name not in self.models and ("model", name) not in self._in_flight
+                and self._when_started(lambda: self.load_model(name, then))):
+            return None
+
+        def submit() -> Job:
             spec = self.project.model_spec(entry)
-            self.model_errors.pop(name, None)
-            job = self.runner.submit(f"Load model {name}", tasks.load_model, spec, arch=entry.get("arch"),
-                                     trust=spec in self._trusted, fallback_shape=self._fallback_shape())
-            self._in_flight[key] = job
-            job.finished.connect(lambda bundle: self._on_model(name, bundle))
-            job.failed.connect(lambda exc: self._on_model_failed(name, exc))
-            job.cancelled.connect(lambda: self._on_model_failed(name, _cancelled("Loading the model")))
-        job = self._in_flight[key]
-        if then:
-            job.finished.connect(lambda bundle: then(bundle))
-        return job
-
-    def _on_model(self, name: str, bundle: tasks.ModelBundle) -> None:
-        self._in_flight.pop(("model", name), None)
-        self.models[name] = bundle
-        self.model_loaded.emit(name)
-
-    def _on_model_failed(self, name: str, exc: BaseException) -> None:
-        self._in_flight.pop(("model", name), None)
-        self.model_errors[name] = exc
-        self.model_failed.emit(name)
+            return self.runner.submit(f"Load model {name}", tasks.load_model, spec, arch=entry.get("arch"),
+                                      trust=spec in self._trusted, fallback_shape=self._fallback_shape())
+        return self._load_once("model", name, self.models, self.model_errors, self.model_loaded, self.model_failed,
+                               submit, "Loading the model", then)
 
     def _fallback_shape(self) -> tuple | None:
         """For a model that does not say what it takes: the image shape of the project's datasets."""
