@@ -141,3 +141,15 @@ def test_torchscript_model_is_refused_clearly(net, images):
     with pytest.raises(WorkbenchError) as err:
         collect_activations(JobContext("cpu"), scripted, images, NeuronDefinition("conv1"), (1, 28, 28))
     assert "conv1" in err.value.message and "state_dict" in err.value.hint
+
+
+def test_float64_models_get_float64_inputs(digits_model, digits):
+    from workbench.core.activations import NeuronDefinition, collect_activations
+    from workbench.core.jobs import JobContext
+
+    definition = NeuronDefinition("fc1", "post")
+    single = collect_activations(JobContext("cpu"), digits_model.module, digits.split("test"), definition, (1, 8, 8))
+    digits_model.module.double()
+    double = collect_activations(JobContext("cpu"), digits_model.module, digits.split("test"), definition, (1, 8, 8))
+    assert double.dtype == np.float32 and double.shape == single.shape
+    np.testing.assert_allclose(double, single, rtol=1e-4, atol=1e-5)

@@ -65,12 +65,14 @@ def stream_activations(ctx: JobContext, model, split, definitions: list[NeuronDe
                                  "their architecture (or as a torch.export .pt2) instead.") from exc
     device = ctx.device
     model.to(device)
+    weight = next(model.parameters(), None)
+    dtype = weight.dtype if weight is not None else torch.float32  # images come as float32; follow the model
     total = len(split) if indices is None else len(indices)
     try:
         with torch.no_grad():
             for start, x, _ in split.batches(batch_size, indices):
                 captured.clear()
-                logits = model(x.to(device))
+                logits = model(x.to(device, dtype))
                 yield start, {d: captured[d].float().cpu().numpy() for d in definitions}, \
                     logits.argmax(1).cpu().numpy()
                 ctx.progress(min(start + batch_size, total), total, "activations")
