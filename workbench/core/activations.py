@@ -35,10 +35,18 @@ class NeuronDefinition:
         return asdict(self)
 
 
-def _reduce(out, conv_neuron: str):
+def neuron_values(out, conv_neuron: str):
+    """(B, neurons) values of a layer output: channel means of a conv output, else every element."""
     if out.dim() == 4 and conv_neuron == "channel-mean":
         return out.mean(dim=(2, 3))
     return out.flatten(1).clone()  # a view would be overwritten by a following in-place activation
+
+
+def hook_point(catalogue, definition: NeuronDefinition) -> str:
+    """The module whose output holds a definition's values: for "post", the element-wise activation
+    right after the layer when there is one; otherwise the layer itself."""
+    layer = find_layer(catalogue, definition.layer)
+    return layer.activation if definition.point == "post" and layer.activation else definition.layer
 
 
 def stream_activations(ctx: JobContext, model, split, definitions: list[NeuronDefinition],
@@ -52,11 +60,10 @@ def stream_activations(ctx: JobContext, model, split, definitions: list[NeuronDe
     captured: dict[NeuronDefinition, torch.Tensor] = {}
     handles = []
     for d in definitions:
-        layer = find_layer(catalogue, d.layer)
-        hook_at = layer.activation if d.point == "post" and layer.activation else d.layer
+        hook_at = hook_point(catalogue, d)
         try:
             handles.append(modules[hook_at].register_forward_hook(
-                lambda mod, inp, out, d=d: captured.__setitem__(d, _reduce(out.detach(), d.conv_neuron))))
+                lambda mod, inp, out, d=d: captured.__setitem__(d, neuron_values(out.detach(), d.conv_neuron))))
         except RuntimeError as exc:  # TorchScript modules take no Python hooks
             for h in handles:
                 h.remove()

@@ -329,11 +329,23 @@ class AffineOp:
         return bias.view(shape)
 
 
-def _propagate_affine(op: AffineOp, a_leaf: torch.Tensor, z: torch.Tensor | None, R: torch.Tensor) -> torch.Tensor:
+def per_input_sum(t: torch.Tensor) -> torch.Tensor:
+    """(N,) float64: each row of a batch-first tensor summed over all its other dimensions."""
+    return t.detach().reshape(t.shape[0], -1).sum(1, dtype=torch.float64)
+
+
+def _propagate_affine(op: AffineOp, a_leaf: torch.Tensor, z: torch.Tensor | None, R: torch.Tensor,
+                      absorbed: list | None = None) -> torch.Tensor:
     """Relevance at the input of a layer linear in its input, under the op's rule (§1.1).
 
     Plain LRP-0/ε reuses the forward pass's `z` and its autograd graph; rules with sign-split terms
     run the layer once per term on clamped inputs and weights, then take one input gradient.
+
+    With an `absorbed` list, the relevance this layer keeps back is appended to it, per input (N,):
+    `Σ_j R_j − Σ_shares coefficient · Σ_j (d_j − b_j)/s(d_j) · R_j`, with `d_j` the share's
+    denominator and `b_j` the bias part in it. This is the rule's own algebra (the numerators of a
+    share sum to `d_j − b_j` over the inputs), computed apart from the input gradient, so comparing
+    it with the relevance that really arrives below checks the propagation (§1.4).
     """
     rule = op.rule
     eps = rule.stabiliser(R.dtype)
@@ -347,8 +359,12 @@ def _propagate_affine(op: AffineOp, a_leaf: torch.Tensor, z: torch.Tensor | None
         if shares[0].coefficient != 1.0:
             ratio.mul_(shares[0].coefficient)
         (c,) = torch.autograd.grad(z, a_leaf, ratio)
+        if absorbed is not None:
+            numerator = z.detach() - op.broadcast_bias(op.bias, z) if op.bias is not None else z.detach()
+            absorbed.append(per_input_sum(R) - per_input_sum(ratio * numerator))
         return c.mul_(a)  # c is a fresh tensor from the layer's input-gradient
     out = torch.zeros_like(a)
+    kept = per_input_sum(R) if absorbed is not None else None
     for share in shares:
         leaves, outputs = [], []
         for term in share.terms:
@@ -370,6 +386,15 @@ def _propagate_affine(op: AffineOp, a_leaf: torch.Tensor, z: torch.Tensor | None
         grads = torch.autograd.grad(total, leaves, ratio)
         for leaf, c in zip(leaves, grads):
             out.add_(leaf.detach() * c, alpha=share.coefficient)
+        if kept is not None:
+            numerator = denominator
+            for term in share.terms:
+                bias = op.bias_part(term.bias) if term.inputs != "neg" or bool((a < 0).any()) else None
+                if bias is not None:
+                    numerator = numerator - op.broadcast_bias(bias, denominator)
+            kept -= share.coefficient * per_input_sum(ratio * numerator)
+    if kept is not None:
+        absorbed.append(kept)
     return out
 
 
@@ -753,6 +778,9 @@ class Relevance:
     `logits` (N, K) and `target` (N,) of the forward pass; `start` (N,) the starting relevance
     (the target logit, 0 for rows not kept); `layers` the relevance at the output of each asked-for
     layer, shaped like that output; `input` the relevance at the input (or None if not asked for).
+    `absorbed` (only with `track_absorbed`): for each layer the pass crossed that keeps relevance
+    back — Conv/Linear biases and stabilisers, pooling and residual sums (stabiliser, constants) —
+    the amount it kept, per input, (N,) float64.
     """
 
     logits: torch.Tensor
@@ -760,6 +788,7 @@ class Relevance:
     start: torch.Tensor
     layers: dict[str, torch.Tensor]
     input: torch.Tensor | None
+    absorbed: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
 class LRP:
@@ -780,11 +809,15 @@ class LRP:
     def __init__(self, model: nn.Module, composite: Composite | Rule | str | None = None):
         self.composite = as_composite(composite)
         model.eval()
-        if _is_plain_sequential(model):
-            nodes, output = _sequential_plan(model, self.composite)
-        else:
-            nodes, output = _fx_plan(model, self.composite)
-        self._nodes, self._output = _finish_plan(nodes, output, self.composite)
+        try:
+            if _is_plain_sequential(model):
+                nodes, output = _sequential_plan(model, self.composite)
+            else:
+                nodes, output = _fx_plan(model, self.composite)
+            self._nodes, self._output = _finish_plan(nodes, output, self.composite)
+        except WorkbenchError as exc:  # the user picks a layer next: say which layers the model has
+            raise WorkbenchError(exc.message, f"{exc.hint} The model's layers: {_layer_list(model)}.".strip(),
+                                 exc.details) from exc
         self._users = _users(self._nodes)
         self._names = self._name_index()
         parameter = next(iter(model.parameters()), None)
@@ -820,7 +853,8 @@ class LRP:
     def explain(self, x: torch.Tensor, target: int | Sequence[int] | torch.Tensor | None = None, *,
                 layers: Iterable[str] | str = (), to_input: bool = True,
                 keep: torch.Tensor | Callable[[torch.Tensor], torch.Tensor] | None = None,
-                check_finite: bool = True) -> Relevance:
+                check_finite: bool = True, masks: dict[str, torch.Tensor] | None = None,
+                track_absorbed: bool = False) -> Relevance:
         """Relevance for a batch `x`, from the target logit (default: the predicted class, §1.3).
 
         `layers`: names (or "all") at whose outputs to return relevance. `to_input`: also return the
@@ -829,13 +863,21 @@ class LRP:
         relevance. `check_finite`: a NaN or infinite output or relevance raises a `WorkbenchError`
         naming the first layer where it appeared. The check costs one test of the logits and of the
         returned relevance; only when that fails is the pass repeated layer by layer to name the layer.
+
+        `masks`: {layer: tensor} multiplies the relevance at that layer's output by the tensor
+        (broadcast against the output, e.g. a one-hot (C, 1, 1) channel mask or (F,) unit mask)
+        before it goes further down, so the relevance below — the input heatmap — is that of the
+        kept neurons only. `layers` still reports the relevance at a masked layer as it arrived,
+        before masking. `track_absorbed`: fill `Relevance.absorbed` (see there).
         """
         chosen = self._resolve(layers)
+        masked = {self._resolve(name)[name]: mask for name, mask in (masks or {}).items()}
         x = x.to(self.device, self.dtype)
-        result = self._explain(x, target, chosen, to_input, keep, check_finite, diagnose=False)
+        options = {"masks": masked, "track_absorbed": track_absorbed}
+        result = self._explain(x, target, chosen, to_input, keep, check_finite, diagnose=False, **options)
         if check_finite and not all(bool(torch.isfinite(r).all()) for r in
                                     (*result.layers.values(), *([result.input] if result.input is not None else []))):
-            self._explain(x, target, chosen, to_input, keep, check_finite, diagnose=True)
+            self._explain(x, target, chosen, to_input, keep, check_finite, diagnose=True, **options)
             bad = [name for name, r in result.layers.items() if not bool(torch.isfinite(r).all())] or ["input"]
             raise WorkbenchError(f"Relevance at layer {bad[0]!r} is NaN or infinite.",
                                  "Check the model's weights and inputs for extreme values.")
@@ -844,7 +886,7 @@ class LRP:
     __call__ = explain
 
     def _explain(self, x, target, chosen: dict[str, int], to_input: bool, keep, check_finite: bool,
-                 diagnose: bool) -> Relevance:
+                 diagnose: bool, masks: dict[int, torch.Tensor], track_absorbed: bool) -> Relevance:
         first_needed = 0 if to_input or not chosen else min(chosen.values())
         values, leaves = self._forward(x, first_needed)
         logits = values[self._output].detach()
@@ -856,8 +898,10 @@ class LRP:
             mask = keep(logits) if callable(keep) else keep
             start = start * mask.to(self.device, start.dtype)
         R_out = torch.zeros_like(logits).scatter_(1, target[:, None], start[:, None])
-        recorded, input_relevance = self._backward(values, leaves, R_out, chosen, to_input, diagnose)
-        return Relevance(logits, target, start, recorded, input_relevance)
+        absorbed = {} if track_absorbed else None
+        recorded, input_relevance = self._backward(values, leaves, R_out, chosen, to_input, diagnose, masks,
+                                                   absorbed)
+        return Relevance(logits, target, start, recorded, input_relevance, absorbed or {})
 
     def _target(self, target, logits: torch.Tensor) -> torch.Tensor:
         if logits.dim() != 2:
@@ -919,11 +963,14 @@ class LRP:
         raise WorkbenchError(f"The model's output is NaN or infinite, first at layer {node.name!r} ({node.what}).",
                              "Check the input images and the model's weights for NaN or infinite values.")
 
-    def _backward(self, values, leaves, R_out, chosen: dict[str, int], to_input: bool, diagnose: bool):
+    def _backward(self, values, leaves, R_out, chosen: dict[str, int], to_input: bool, diagnose: bool,
+                  masks: dict[int, torch.Tensor], absorbed: dict[str, torch.Tensor] | None):
         """Walk the nodes from the output back, summing the relevance each receives from its users.
 
         A node's relevance is complete when its turn comes (all its users come later in the plan).
         With `diagnose`, every node's relevance is tested and the first non-finite one is reported.
+        `masks` multiply a node's relevance after it is recorded; `absorbed` collects what each
+        node keeps back (see `Relevance.absorbed`).
         """
         relevance: dict[int, torch.Tensor] = {self._output: R_out}
         wanted = {i: name for name, i in chosen.items()}
@@ -946,16 +993,26 @@ class LRP:
                     "Check the model's weights and inputs for extreme values; a larger ε (LRP-ε) may help.")
             if i in wanted:
                 recorded[wanted[i]] = R
+            if i in masks:
+                R = R * _broadcast_mask(masks[i], R, node.name)
             if i == input_index:
                 input_relevance = R
             if i == stop or node.kind in ("input", "constant", "meta"):
                 continue
-            for j, R_in in self._propagate(node, i, values, leaves[i], R):
+            kept = [] if absorbed is not None and node.kind in ("affine", "split") else None
+            passed_on = self._propagate(node, i, values, leaves[i], R, kept)
+            for j, R_in in passed_on:
                 relevance[j] = relevance[j] + R_in if j in relevance else R_in
+            if kept is not None:
+                if node.kind == "split":  # what the proportional split does not pass on to a layer's output
+                    kept.append(per_input_sum(R) - sum(per_input_sum(R_in) for j, R_in in passed_on
+                                                       if self._nodes[j].kind != "constant"))
+                absorbed[node.name] = absorbed[node.name] + kept[0] if node.name in absorbed else kept[0]
             values[i] = leaves[i] = None  # free what this node kept for the pass
         return recorded, input_relevance
 
-    def _propagate(self, node: _Node, i: int, values, local, R: torch.Tensor) -> list[tuple[int, torch.Tensor]]:
+    def _propagate(self, node: _Node, i: int, values, local, R: torch.Tensor,
+                   absorbed: list | None = None) -> list[tuple[int, torch.Tensor]]:
         """Relevance for each tensor input of node `i`, given the relevance `R` at its output (§1.2)."""
         inputs = [j for j in node.inputs() if isinstance(values[j], torch.Tensor)]
         if node.kind == "pass":
@@ -964,7 +1021,7 @@ class LRP:
             return [(inputs[0], R.reshape(values[inputs[0]].shape))]
         if node.kind == "affine":
             a = local[inputs[0]] if local else values[inputs[0]]
-            return [(inputs[0], _propagate_affine(node.op, a, values[i] if local else None, R))]
+            return [(inputs[0], _propagate_affine(node.op, a, values[i] if local else None, R, absorbed))]
         if node.kind == "maxsplit":
             return [(inputs[0], _equal_split_maxpool(node.module, values[inputs[0]], R))]
         z = values[i]
@@ -976,6 +1033,25 @@ class LRP:
         ratio = _ratio(R, z.detach(), default_stabiliser(R.dtype))
         grads = torch.autograd.grad(z, grad_inputs, ratio, allow_unused=True)
         return [(j, leaf.detach() * g) for j, leaf, g in zip(inputs, grad_inputs, grads) if g is not None]
+
+
+def _layer_list(model: nn.Module, at_most: int = 40) -> str:
+    """'conv1 (Conv2d), relu1 (ReLU), …': the model's leaf layers, for messages."""
+    leaves = [f"{name} ({type(m).__name__})" for name, m in model.named_modules() if name and not list(m.children())]
+    more = f", … and {len(leaves) - at_most} more" if len(leaves) > at_most else ""
+    return ", ".join(leaves[:at_most]) + more
+
+
+def _broadcast_mask(mask: torch.Tensor, R: torch.Tensor, name: str) -> torch.Tensor:
+    mask = torch.as_tensor(mask, device=R.device, dtype=R.dtype)
+    try:
+        if torch.broadcast_shapes(mask.shape, R.shape) == R.shape:
+            return mask
+    except RuntimeError:
+        pass
+    raise WorkbenchError(f"A relevance mask of shape {tuple(mask.shape)} does not fit layer {name!r}, whose output "
+                         f"has shape {tuple(R.shape)}.", "Give a mask that broadcasts against the layer output, "
+                         "e.g. (channels, 1, 1) for a conv layer or (features,) for a dense one.")
 
 
 def relevance(model: nn.Module, x: torch.Tensor, target=None, *, rule: Composite | Rule | str | None = None,

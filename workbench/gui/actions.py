@@ -44,6 +44,8 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("view_data", "&Data", "View", "Ctrl+1", "Browse the selected dataset"),
     ActionSpec("view_model", "&Model", "View", "Ctrl+2", "Layers, accuracy and confusion matrix"),
     ActionSpec("view_training", "&Training", "View", "Ctrl+3", "Train a model and watch its curves"),
+    ActionSpec("view_importance", "&Importance", "View", "Ctrl+4",
+               "Relevant neurons of a layer, their galleries, an input inspector and the ablation check"),
     ActionSpec("close_view", "&Close view", "View", "Ctrl+W", "Close the current tab (reopen it from this menu)"),
     ActionSpec("toggle_project_dock", "&Project panel", "View", "Ctrl+Shift+P", checkable=True,
                separator_before=True),
@@ -102,7 +104,9 @@ class ShortcutsDialog(QDialog):
         self.setWindowTitle("Keyboard shortcuts")
         rows = [s for s in ACTIONS if s.shortcut]
         extra = [("Data", "Move between thumbnails", "Arrow keys"),
-                 ("Data", "Show the thumbnail in the inspector", "Enter")]
+                 ("Data", "Show the thumbnail in the inspector", "Enter"),
+                 ("Importance", "Move between gallery images", "Arrow keys"),
+                 ("Importance", "Show the gallery image in the input inspector", "Enter")]
         table = QTableWidget(len(rows) + len(extra), 3)
         table.setObjectName("shortcutsTable")
         table.setHorizontalHeaderLabels(["Menu", "Action", "Shortcut"])

@@ -14,3 +14,7 @@ COUNT_COLORMAP = "viridis"  # non-negative counts: perceptually uniform, sequent
 def class_color(index: int) -> QColor:
     """The colour of class `index`; beyond ten classes the palette repeats (and views say so)."""
     return QColor(CLASS_PALETTE[index % len(CLASS_PALETTE)])
+RELEVANCE_COLORMAP = "CET-D1"  # signed relevance: blue–white–red, centred at 0 with symmetric levels
+MARKED = QColor("#e8710a")  # the top-m neurons, in bars and markers: outside both colour maps
+UNMARKED = QColor("#9aa0a6")  # every other neuron's bar
+EMPTY_CELL = QColor("#8a8a8a")  # cells with no value (a class without correctly classified inputs, NaN)

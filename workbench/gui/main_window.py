@@ -29,12 +29,13 @@ from workbench.gui.selection_toolbar import SelectionToolBar
 from workbench.gui.session import Session
 from workbench.gui.status_bar import StatusBar
 from workbench.gui.views.data_view import DataView
+from workbench.gui.views.importance_view import ImportanceView
 from workbench.gui.views.model_view import ModelView
 from workbench.gui.views.training_view import TrainingView
 from workbench.gui.widgets.jobs_panel import JobsPanel
 from workbench.gui.widgets.notice_bar import NoticeBar
 
-VIEW_TITLES = {"data": "Data", "model": "Model", "training": "Training"}
+VIEW_TITLES = {"data": "Data", "model": "Model", "training": "Training", "importance": "Importance"}
 DEFAULT_SIZE = (1440, 900)
 _open_windows: set["MainWindow"] = set()  # windows opened from another window, kept alive here
 
@@ -52,7 +53,8 @@ class MainWindow(QMainWindow):
 
         self.views = {"data": DataView(self.session, self.selection),
                       "model": ModelView(self.session, self.selection),
-                      "training": TrainingView(self.session, self.selection)}
+                      "training": TrainingView(self.session, self.selection),
+                      "importance": ImportanceView(self.session, self.selection)}
         self.tabs = QTabWidget()
         self.tabs.setObjectName("viewTabs")
         self.tabs.setDocumentMode(True)
@@ -123,7 +125,8 @@ class MainWindow(QMainWindow):
             "open_model": self.open_model_file, "open_dataset": self.open_dataset_file, "quit": self.close,
             "evaluate": self.evaluate_selected, "train": lambda: self.show_view("training"),
             "view_data": lambda: self.show_view("data"), "view_model": lambda: self.show_view("model"),
-            "view_training": lambda: self.show_view("training"), "close_view": self.close_current_view,
+            "view_training": lambda: self.show_view("training"),
+            "view_importance": lambda: self.show_view("importance"), "close_view": self.close_current_view,
             "toggle_project_dock": self.project_dock.toggleViewAction(),
             "toggle_jobs_dock": self.jobs_dock.toggleViewAction(),
             "restore_layout": self.restore_default_layout, "full_screen": self.set_full_screen,
@@ -188,12 +191,13 @@ class MainWindow(QMainWindow):
         self.session.ready.connect(self._on_ready)
         self.session.model_added.connect(self._on_model_added)
         self.session.dataset_added.connect(self._on_dataset_added)
-        self.selection.changed.connect(lambda _: self._update_evaluate_action())
+        self.selection.changed.connect(lambda what: what in ("model", "dataset") and self._update_evaluate_action())
         self.session.project_changed.connect(self._update_evaluate_action)
         self.project_panel.open_requested.connect(self.open_item)
         self.project_panel.evaluate_requested.connect(self._evaluate_model)
         self.jobs_panel.open_requested.connect(self.open_job)
         self.views["model"].open_model_requested.connect(self.open_model_file)
+        self.views["importance"].open_model_requested.connect(self.open_model_file)
         self.views["model"].train_requested.connect(lambda: self.show_view("training"))
         self.views["training"].trained.connect(lambda _: self.show_view("training"))
 
@@ -298,19 +302,25 @@ class MainWindow(QMainWindow):
                 self.selection.set_dataset(spec)
             if how.get("split"):
                 self.selection.set_split(how["split"])
-            self.show_view("model")
+            if payload.get("kind") in ("importance", "ablation") and how.get("layer"):
+                self.selection.set_layer(how["layer"])
+                self.show_view("importance")
+            else:
+                self.show_view("model")
         else:
             self.statusBar().showMessage(f"The test set {payload.get('name')} cannot be browsed yet.", 5000)
 
     def open_job(self, job: Job) -> None:
         """Double-click in the jobs panel: a failure shows its error again, a result its view."""
         from workbench.core.data import Dataset
-        from workbench.gui.tasks import ModelBundle, TrainedModel
+        from workbench.gui.tasks import ModelBundle, StoredRun, TrainedModel
 
         if job.record.state == FAILED:
             self._dialog(report_error(self, job.record.error, job.record.details, title=f"{job.name} failed"))
         elif isinstance(job.result, (TrainedModel,)):
             self.show_view("training")
+        elif isinstance(job.result, StoredRun):
+            self.show_view("importance")
         elif isinstance(job.result, ModelBundle):
             self.show_view("model")
         elif isinstance(job.result, dict) and "confusion" in job.result:

@@ -49,7 +49,7 @@ class ProjectPanel(QWidget):
         session.dataset_failed.connect(lambda _: self.refresh())
         session.model_failed.connect(lambda _: self.refresh())
         session.ready.connect(self.refresh)
-        selection.changed.connect(lambda _: self._mark_selected())
+        selection.changed.connect(lambda what: what in ("model", "dataset", "split") and self._mark_selected())
         self.refresh()
 
     # --- building the tree ---------------------------------------------------------------------------

@@ -38,7 +38,7 @@ class SelectionToolBar(QToolBar):
         self.dataset_box.activated.connect(lambda i: self._choose(self.dataset_specs, i, selection.set_dataset))
         self.split_box.activated.connect(lambda i: self._choose(self.split_names, i, selection.set_split))
         self.addSeparator()
-        selection.changed.connect(lambda _: self.refill())
+        selection.changed.connect(lambda what: what in ("model", "dataset", "split") and self.refill())
         session.project_changed.connect(self.refill)
         session.dataset_loaded.connect(lambda _: self.refill())
         session.ready.connect(self.refill)

@@ -1,9 +1,9 @@
 """The open project and everything loaded from it, fetched through jobs.
 
-Views ask the session for a dataset, a model or an evaluation; the session starts the job (once,
-however many views ask), keeps the result and announces it with a signal. It is also the project's
-only writer, always on the UI thread: evaluations are stored as artifacts and reused when the same
-weights meet the same split again.
+Views ask the session for a dataset, a model, an evaluation or a layer's neuron importance; the
+session starts the job (once, however many views ask), keeps the result and announces it with a
+signal. It is also the project's only writer, always on the UI thread: evaluations and importance
+results are stored as artifacts and reused when the same weights meet the same data again.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from workbench.gui import tasks
 from workbench.gui.jobs import Job, JobRunner
 
 EvaluationKey = tuple  # (model name, dataset spec, split)
+ImportanceKey = tuple  # (model name, dataset spec, layer)
 
 
 def _cancelled(what: str) -> WorkbenchError:
@@ -44,6 +45,9 @@ class Session(QObject):
     model_failed = Signal(str)
     evaluation_ready = Signal(object)  # EvaluationKey
     evaluation_failed = Signal(object)
+    importance_progress = Signal(object, object)  # ImportanceKey, core ImportanceProgress (running totals)
+    importance_ready = Signal(object)  # ImportanceKey
+    importance_failed = Signal(object)
     dataset_added = Signal(str)  # a dataset the user opened joined the project
     model_added = Signal(str)  # a model file the user opened joined the project
     message = Signal(str)  # a short note for the status bar
@@ -62,6 +66,9 @@ class Session(QObject):
         self.model_errors: dict[str, BaseException] = {}
         self.evaluations: dict[EvaluationKey, dict] = {}
         self.evaluation_errors: dict[EvaluationKey, BaseException] = {}
+        self.importances: dict[ImportanceKey, object] = {}  # core ImportanceResult
+        self.importance_errors: dict[ImportanceKey, BaseException] = {}
+        self.importance_jobs: dict[ImportanceKey, Job] = {}  # the latest job per key, finished or not
         self._in_flight: dict[tuple, Job] = {}
         self._when_ready: list[Callable[[], None]] = []
         self._trusted: set[str] = set()  # model files the user trusted in this session
@@ -293,7 +300,66 @@ class Session(QObject):
         if self._write(lambda: self.project.delete_artifact(name)):
             self.evaluations = {k: v for k, v in self.evaluations.items()
                                 if evaluation_name(k[0], self.dataset_title(k[1]), k[2]) != name}
+            self.importances = {k: v for k, v in self.importances.items() if v.artifact != name}
             self.project_changed.emit()
+
+    # --- neuron importance -------------------------------------------------------------------------
+
+    def importance(self, model: str, dataset: str, layer: str):
+        return self.importances.get((model, dataset, layer))
+
+    def is_computing_importance(self, model: str, dataset: str, layer: str) -> bool:
+        return ("importance", (model, dataset, layer)) in self._in_flight
+
+    def compute_importance(self, model: str, dataset: str, layer: str, force: bool = False) -> Job | None:
+        """Relevance of `layer`'s neurons per class over the correctly classified training images.
+
+        The model and dataset must be loaded. The job reuses a stored result made the same way
+        (unless `force`); a new result is saved here, on the UI thread, once the job hands it back,
+        so a cancelled or failed run saves nothing.
+        """
+        key: ImportanceKey = (model, dataset, layer)
+        flight = ("importance", key)
+        if flight in self._in_flight:
+            return self._in_flight[flight]
+        if key in self.importances and not force:
+            return None
+        bundle, data = self.models[model], self.datasets[dataset]
+        self.importance_errors.pop(key, None)
+        job = self.runner.submit(f"Importance of {layer} in {model} ({data.name} train)", tasks.compute_importance,
+                                 bundle.model, data, layer, tasks.ProjectSnapshot(self.project, reuse=not force),
+                                 report_errors=False)
+        self._in_flight[flight] = self.importance_jobs[key] = job
+        job.partial.connect(lambda progress: self.importance_progress.emit(key, progress))
+        job.finished.connect(lambda run: self._on_importance(key, run))
+        job.failed.connect(lambda exc: self._on_importance_failed(key, exc))
+        job.cancelled.connect(lambda: self._on_importance_failed(key, _cancelled("The relevance computation")))
+        return job
+
+    def _on_importance(self, key: ImportanceKey, run: tasks.StoredRun) -> None:
+        self._in_flight.pop(("importance", key), None)
+        self.importances[key] = run.result  # before storing: views refreshing on project_changed find it
+        self.store(run)
+        self.importance_ready.emit(key)
+
+    def store(self, run: tasks.StoredRun) -> None:
+        """Write the artifacts a job's `ProjectSnapshot` collected; a result that could not be
+        stored (read-only folder, full disk) loses its artifact name but is still shown."""
+        if not run.saves:
+            return
+        if self.project.read_only:
+            run.result.artifact = None
+            return
+        saved = all(self._write(lambda save=save: self.project.save_artifact(save[0], save[1], save[2], **save[3]),
+                                asked=False) for save in run.saves)
+        if not saved:
+            run.result.artifact = None
+        self.project_changed.emit()
+
+    def _on_importance_failed(self, key: ImportanceKey, exc: BaseException) -> None:
+        self._in_flight.pop(("importance", key), None)
+        self.importance_errors[key] = exc
+        self.importance_failed.emit(key)
 
     # --- training ----------------------------------------------------------------------------------
 

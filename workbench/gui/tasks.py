@@ -2,7 +2,8 @@
 
 Each takes a `JobContext` first, like every core job, and runs on a worker thread. They return
 plain results; the UI thread alone writes to the project (one writer, no locks), so nothing here
-touches `Project`.
+writes to `Project`: a core function that stores its result gets a `ProjectSnapshot`, which reads
+like the project but hands the writes back for the session to make.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from workbench.core.data import Dataset
 from workbench.core.errors import WorkbenchError
 from workbench.core.jobs import JobContext, device_description
 from workbench.core.model_io import LoadedModel
+from workbench.core.project import Project
 
 
 @dataclass
@@ -145,3 +147,70 @@ def train_and_save(ctx: JobContext, arch: str, dataset: Dataset, epochs: int, ba
     model, card = training.train_and_save(ctx, arch, dataset, out, name, epochs=epochs, batch_size=batch_size,
                                           lr=lr, seed=seed, source="trained in the workbench GUI")
     return TrainedModel(out, name, card, model)
+
+
+# --- neuron importance, galleries, inspection, ablation ------------------------------------------------
+
+
+class ProjectSnapshot(Project):
+    """The project as a job sees it: the artifact index as it was at submission, to find and read
+    stored results; the artifacts the job saves are kept in `saves` for the UI thread to write."""
+
+    def __init__(self, project: Project, reuse: bool = True):
+        artifacts = dict(project.settings["artifacts"]) if reuse else {}
+        super().__init__(project.folder, {**project.settings, "artifacts": artifacts}, [], read_only=True)
+        self.saves: list[tuple[str, str, dict, dict]] = []  # (kind, name, arrays, provenance)
+
+    def save_artifact(self, kind: str, name: str, arrays: dict[str, np.ndarray], **how) -> dict:
+        self.saves.append((kind, name, arrays, how))
+        return {"kind": kind, "provenance": how}
+
+
+@dataclass
+class StoredRun:
+    """A core result with the artifacts its job asked to save (the session writes them)."""
+
+    result: object
+    saves: list = field(default_factory=list)  # (kind, name, arrays, provenance)
+
+
+def compute_importance(ctx: JobContext, model: LoadedModel, dataset: Dataset, layer: str,
+                       snapshot: ProjectSnapshot, batch_size: int = 512) -> StoredRun:
+    """Per-class relevance of every neuron of `layer` over the correctly classified training images.
+
+    A stored result made the same way is read back; a new one comes back with its artifact to save.
+    """
+    from workbench.core.importance import compute_importance as run
+
+    result = run(ctx, model, dataset, layer, per_class=True, batch_size=batch_size, project=snapshot, split="train")
+    return StoredRun(result, snapshot.saves)
+
+
+def neuron_gallery(ctx: JobContext, model: LoadedModel, dataset: Dataset, layer: str, neuron: int, k: int = 9,
+                   max_inputs: int | None = None):
+    """The training images that make one neuron most relevant and most active (core `neuron_gallery`)."""
+    from workbench.core.gallery import neuron_gallery as run
+
+    return run(ctx, model, dataset, layer, neuron, k=k, split="train", max_inputs=max_inputs)
+
+
+def explain_input(ctx: JobContext, model: LoadedModel, dataset: Dataset, split: str, index: int, layer: str,
+                  neuron: int | None = None):
+    """One image's input heatmap and its relevance per neuron of `layer` (core `explain_input`)."""
+    from workbench.core.gallery import explain_input as run
+
+    ctx.progress(0, 1, f"explaining {split} image #{index}")
+    explanation = run(model, dataset, split, index, layer, neuron=neuron, device=ctx.device)
+    ctx.progress(1, 1, "explained")
+    return explanation
+
+
+def ablation_check(ctx: JobContext, model: LoadedModel, dataset: Dataset, layer: str, important: list[int],
+                   snapshot: ProjectSnapshot, draws: int = 5) -> StoredRun:
+    """Test accuracy with the important neurons switched off, against random sets of the same size;
+    a stored check made the same way is read back."""
+    from workbench.core.ablation import ablation_check as run
+
+    result = run(ctx, model, dataset, layer, [int(n) for n in important], draws=draws, split="test",
+                 project=snapshot)
+    return StoredRun(result, snapshot.saves)

@@ -171,7 +171,7 @@ class DataView(QWidget):
     def _on_selection(self, what: str) -> None:
         if what == "model":
             self._update_predictions()
-        else:
+        elif what in ("dataset", "split"):
             self.refresh()
 
     def refresh(self) -> None:
@@ -317,6 +317,8 @@ class DataView(QWidget):
             return
         row = index.row()
         i = int(model.rows[row])
+        if self.isVisible():  # what the user looks at, not a refill behind the scenes, goes to the inspector
+            self.selection.set_input(self.shown_split, i)
         label, prediction = model.label_at(row), model.prediction_at(row)
         self.inspector.show_image(
             model.image(row), f"Image #{i:,} of {self.dataset.name} {self.shown_split}",

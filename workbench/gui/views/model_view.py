@@ -136,7 +136,7 @@ class ModelView(QWidget):
         outer.setContentsMargins(6, 6, 6, 6)
         outer.addWidget(self.stack)
 
-        selection.changed.connect(lambda _: self.refresh())
+        selection.changed.connect(lambda what: what in ("model", "dataset", "split") and self.refresh())
         for signal in (session.model_loaded, session.model_failed, session.dataset_loaded, session.dataset_failed):
             signal.connect(lambda _: self.refresh())
         session.evaluation_ready.connect(lambda _: self.refresh())

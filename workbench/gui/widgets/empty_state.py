@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Callable
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QStackedWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (QHBoxLayout, QLabel, QProgressBar, QPushButton, QSizePolicy, QStackedWidget,
+                               QVBoxLayout, QWidget)
 
 
 class EmptyState(QWidget):
@@ -25,6 +26,7 @@ class EmptyState(QWidget):
         self.text.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.text.setWordWrap(True)
         self.text.setMaximumWidth(560)
+        self.text.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
         self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.busy = QProgressBar()
         self.busy.setRange(0, 0)
@@ -36,7 +38,11 @@ class EmptyState(QWidget):
         layout = QVBoxLayout(self)
         layout.addStretch(1)
         layout.addWidget(self.title)
-        layout.addWidget(self.text, 0, Qt.AlignmentFlag.AlignHCenter)
+        text_row = QHBoxLayout()  # the text takes the width there is, up to its maximum, centred
+        text_row.addStretch(0)
+        text_row.addWidget(self.text)
+        text_row.addStretch(0)
+        layout.addLayout(text_row)
         layout.addWidget(self.busy, 0, Qt.AlignmentFlag.AlignHCenter)
         layout.addLayout(self.buttons)
         layout.addStretch(2)
@@ -56,6 +62,19 @@ class EmptyState(QWidget):
             if i == 0:
                 button.setDefault(True)
             self.buttons.insertWidget(1 + i, button)
+        self._fit_text()
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._fit_text()
+
+    def _fit_text(self) -> None:
+        """Reserve the height the wrapped text needs at the width it gets: stacked widgets do not ask
+        labels their height for a width, so a narrow panel would cut the message off."""
+        margins = self.layout().contentsMargins()
+        width = min(self.text.maximumWidth(), self.width() - margins.left() - margins.right())
+        if width > 0 and self.text.text():
+            self.text.setMinimumHeight(max(0, self.text.heightForWidth(width)))
 
     def button_texts(self) -> list[str]:
         return [self.buttons.itemAt(i).widget().text() for i in range(1, self.buttons.count() - 1)]

@@ -1,0 +1,376 @@
+"""Does importance mean anything? Ablate the important neurons and compare with random ones.
+
+The DeepImportance paper's Table 2 question, asked of our models: switch off the top-m neurons of a
+layer (by LRP importance) and, for contrast, several seeded draws of m random neurons of the same
+layer, and measure how much test accuracy drops and how much the next layer's activations move.
+If LRP importance means something, the important neurons hurt more.
+
+How a neuron is switched off: a forward hook on the module that holds the neuron's value — the
+activation after the layer for `point="post"` (the default), the layer itself for `"pre"`, exactly
+where `activations.stream_activations` reads values — replaces its output for the chosen neurons.
+A conv neuron is a channel (`conv_neuron="channel-mean"`), so the whole channel is replaced; with
+`"element"` each (c, h, w) is a neuron of its own. Modes: `"zero"` writes 0; `"mean"` writes the
+neuron's mean value over the evaluated inputs (for a channel: its spatial mean averaged over the
+inputs, the same number at every position), which keeps the layer's average input to the next one.
+
+Random neurons are drawn uniformly without replacement from the whole layer (the important ones
+included): the baseline is "m neurons picked without knowing their importance". Each draw comes
+from one seeded generator, so the same seed gives the same draws.
+
+The downstream layer is the first Conv/Linear after the ablated point (for the last hidden layer
+that is the logits layer); its outputs are compared, per input, as
+`‖a_ablated − a‖₂ / ‖a‖₂`, and averaged over the inputs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from workbench.core.activations import NeuronDefinition, hook_point, neuron_values
+from workbench.core.errors import WorkbenchError
+from workbench.core.importance import _dataset_identity, cache_key
+from workbench.core.jobs import JobContext
+
+ARTIFACT_KIND = "ablation"
+MODES = ("zero", "mean")
+_WEIGHTED = ("Linear", "Conv1d", "Conv2d", "Conv3d", "LazyLinear", "Bilinear")
+
+
+@dataclass
+class AblationResult:
+    """Accuracy and downstream change with the top-m neurons ablated versus m random ones.
+
+    Accuracies are fractions in [0, 1] over `inputs` images of `split`. `random_neurons` holds one
+    list per draw, `random_accuracies` and `random_activation_changes` one value per draw.
+    """
+
+    layer: str
+    m: int
+    mode: str
+    draws: int
+    seed: int
+    split: str
+    inputs: int
+    baseline_accuracy: float
+    important_neurons: list[int]
+    important_accuracy: float
+    random_neurons: list[list[int]]
+    random_accuracies: list[float]
+    important_activation_change: float
+    random_activation_changes: list[float]
+    downstream_layer: str
+    definition: NeuronDefinition | None = None
+    neurons: int = 0                 # how many neurons the layer has
+    artifact: str | None = None
+    reused: bool = False
+    provenance: dict = field(default_factory=dict)
+
+    @property
+    def important_drop(self) -> float:
+        """Accuracy lost when the important neurons are ablated (positive = worse)."""
+        return self.baseline_accuracy - self.important_accuracy
+
+    @property
+    def random_drops(self) -> list[float]:
+        return [self.baseline_accuracy - a for a in self.random_accuracies]
+
+    @property
+    def random_drop_mean(self) -> float:
+        return float(np.mean(self.random_drops)) if self.random_drops else math.nan
+
+    @property
+    def random_drop_std(self) -> float:
+        """Sample standard deviation over the draws (ddof = 1); 0 for a single draw."""
+        return float(np.std(self.random_drops, ddof=1)) if len(self.random_drops) > 1 else 0.0
+
+    @property
+    def random_activation_change_mean(self) -> float:
+        return float(np.mean(self.random_activation_changes)) if self.random_activation_changes else math.nan
+
+    @property
+    def random_overlaps(self) -> list[int]:
+        """How many of the important neurons each random draw happened to include."""
+        important = set(self.important_neurons)
+        return [len(important.intersection(draw)) for draw in self.random_neurons]
+
+    @property
+    def important_hurts_more(self) -> bool:
+        """Whether ablating the important neurons costs more accuracy than the random draws on average."""
+        return self.important_drop > self.random_drop_mean
+
+    def to_dict(self) -> dict:
+        return {
+            "layer": self.layer, "m": self.m, "mode": self.mode, "draws": self.draws, "seed": self.seed,
+            "split": self.split, "inputs": self.inputs, "neurons": self.neurons,
+            "definition": self.definition.to_dict() if self.definition else None,
+            "baseline_accuracy": self.baseline_accuracy,
+            "important_neurons": list(self.important_neurons), "important_accuracy": self.important_accuracy,
+            "important_drop": self.important_drop,
+            "random_neurons": [list(d) for d in self.random_neurons], "random_accuracies": list(self.random_accuracies),
+            "random_drops": self.random_drops, "random_drop_mean": self.random_drop_mean,
+            "random_drop_std": self.random_drop_std, "random_overlaps": self.random_overlaps,
+            "downstream_layer": self.downstream_layer,
+            "important_activation_change": self.important_activation_change,
+            "random_activation_changes": list(self.random_activation_changes),
+            "random_activation_change_mean": self.random_activation_change_mean,
+            "important_hurts_more": self.important_hurts_more,
+            "artifact": self.artifact, "reused": self.reused,
+        }
+
+
+# --- the pieces -----------------------------------------------------------------------------------
+
+def layer_neuron_count(catalogue, definition: NeuronDefinition) -> int:
+    """Neurons of a definition: channels of a conv output in channel-mean mode, else every element."""
+    from workbench.core.layers import find_layer
+
+    shape = find_layer(catalogue, hook_point(catalogue, definition)).output_shape
+    if len(shape) == 3 and definition.conv_neuron == "channel-mean":
+        return int(shape[0])
+    return int(np.prod(shape)) if shape else 0
+
+
+def check_neurons(neurons: Sequence[int], count: int, layer: str) -> list[int]:
+    """Distinct whole numbers in 0…count−1, at least one and at most `count`; else a `WorkbenchError`."""
+    try:
+        chosen = [int(n) for n in neurons]
+        if any(int(n) != n for n in neurons):
+            raise ValueError
+    except (TypeError, ValueError):
+        raise WorkbenchError(f"Neurons must be whole numbers; got {list(neurons)!r}.",
+                             f"Give neuron indices of layer {layer!r} between 0 and {count - 1}.") from None
+    if not chosen:
+        raise WorkbenchError("No neurons to ablate were given.", "Give at least one neuron index (m ≥ 1).")
+    if len(chosen) > count:
+        raise WorkbenchError(f"m = {len(chosen)} is larger than the {count} neurons of layer {layer!r}.",
+                             f"Choose m between 1 and {count}.")
+    bad = [n for n in chosen if not 0 <= n < count]
+    if bad:
+        raise WorkbenchError(f"Layer {layer!r} has neurons 0–{count - 1}; {bad} are out of range.",
+                             "Give neuron indices within the layer.")
+    if len(set(chosen)) != len(chosen):
+        raise WorkbenchError(f"The neurons to ablate repeat: {chosen}.", "Give each neuron once.")
+    return chosen
+
+
+def random_draws(count: int, m: int, draws: int, seed: int) -> list[list[int]]:
+    """`draws` sets of m distinct neurons in 0…count−1, uniform without replacement, sorted, seeded."""
+    rng = np.random.default_rng(seed)
+    return [sorted(int(n) for n in rng.choice(count, size=m, replace=False)) for _ in range(draws)]
+
+
+def downstream_layer(catalogue, hooked: str) -> str:
+    """The first Conv/Linear after module `hooked` in execution order; the last layer if none follows."""
+    names = [layer.name for layer in catalogue]
+    position = names.index(hooked)
+    for layer in catalogue[position + 1:]:
+        if layer.type in _WEIGHTED:
+            return layer.name
+    return catalogue[-1].name
+
+
+def _neuron_mask(shape: tuple[int, ...], neurons: list[int], conv_neuron: str):
+    """A boolean tensor broadcasting against a batch of outputs of `shape`, True at the chosen neurons."""
+    import torch
+
+    if len(shape) == 3 and conv_neuron == "channel-mean":
+        mask = torch.zeros(shape[0], dtype=torch.bool)
+        mask[neurons] = True
+        return mask.view(1, shape[0], 1, 1)
+    mask = torch.zeros(int(np.prod(shape)), dtype=torch.bool)
+    mask[neurons] = True
+    return mask.view(1, *shape)
+
+
+def _as_output_shape(values, shape: tuple[int, ...], conv_neuron: str):
+    """Per-neuron values (neurons,) shaped to broadcast against a batch of outputs, like `_neuron_mask`."""
+    if len(shape) == 3 and conv_neuron == "channel-mean":
+        return values.view(1, shape[0], 1, 1)
+    return values.view(1, *shape)
+
+
+# --- the job ----------------------------------------------------------------------------------------
+
+def ablation_check(ctx: JobContext, model, dataset, layer: str, important: Sequence[int], *, mode: str = "zero",
+                   draws: int = 5, seed: int = 0, split: str = "test", batch_size: int = 1000,
+                   definition: NeuronDefinition | None = None, max_inputs: int | None = None,
+                   project=None) -> AblationResult:
+    """Accuracy and downstream activation change with `important` neurons ablated versus random ones.
+
+    `model` is a `LoadedModel`; `important` the neurons to ablate (m = their number), usually
+    `ImportanceResult.top(m)`. `definition` sets the activation point and conv neuron (default: post,
+    channel). `max_inputs` evaluates a seeded sample of the split. Each batch runs one clean forward
+    pass and one per condition (important, then each draw); in mean mode a first pass collects the
+    means. Progress is reported per batch and cancellation checked; with a `project` the result is
+    stored (only once complete) and an identical request is read back.
+    """
+    import torch
+
+    from workbench.core.conservation import sample_indices
+    from workbench.core.layers import layer_catalogue
+
+    definition = definition or NeuronDefinition(str(layer))
+    if definition.layer != layer:
+        raise WorkbenchError(f"The neuron definition is for layer {definition.layer!r}, not {layer!r}.",
+                             "Pass a definition of the layer being ablated.")
+    if mode not in MODES:
+        raise WorkbenchError(f"Unknown ablation mode {mode!r}.", "Use 'zero' or 'mean'.")
+    if isinstance(draws, bool) or not isinstance(draws, (int, np.integer)) or draws < 1:
+        raise WorkbenchError(f"draws must be a whole number of at least 1; got {draws!r}.",
+                             "Use several random draws (5 by default) for a fair comparison.")
+    data = dataset.split(split)
+    if len(data) == 0:
+        raise WorkbenchError(f"The {split} split of {dataset.name!r} holds no images.", "Choose a split with images.")
+    module = model.module
+    device = ctx.device
+    module.to(device).eval()
+    dtype = next((p.dtype for p in module.parameters()), torch.float32)  # inputs follow the model's precision
+    catalogue = layer_catalogue(module, dataset.image_shape)
+    hooked = hook_point(catalogue, definition)  # refuses an unknown layer, listing the valid ones
+    count = layer_neuron_count(catalogue, definition)
+    chosen = check_neurons(important, count, layer)
+    m = len(chosen)
+    drawn = random_draws(count, m, int(draws), seed)
+    downstream = downstream_layer(catalogue, hooked)
+    indices = sample_indices(len(data), max_inputs, seed)
+    total = len(data) if indices is None else len(indices)
+
+    how = {"model_fingerprint": model.fingerprint(), **_dataset_identity(dataset, split, data),
+           "layer": layer, "neuron_definition": definition.to_dict(), "important_neurons": chosen, "mode": mode,
+           "draws": int(draws), "seed": int(seed), "max_inputs": int(max_inputs) if indices is not None else None,
+           "random_from": "all neurons of the layer, uniform without replacement", "downstream_layer": downstream}
+    key = cache_key(how)
+    if project is not None:
+        found = project.find_artifact(ARTIFACT_KIND, cache_key=key)
+        if found is not None:
+            ctx.progress(total, total, "ablation (reused)")
+            return load_ablation(project, found)
+
+    modules = dict(module.named_modules())
+    shape = next(l.output_shape for l in catalogue if l.name == hooked)
+    state = {"mask": None, "fill": None, "downstream": None}
+
+    def ablate(mod, inputs, output):
+        if state["mask"] is None:
+            return None
+        fill = state["fill"] if state["fill"] is not None else torch.zeros((), dtype=output.dtype, device=output.device)
+        return torch.where(state["mask"], fill, output)
+
+    def capture(mod, inputs, output):
+        state["downstream"] = output.detach().flatten(1).to(torch.float64, copy=True)  # in-place ops may follow
+
+    passes = 2 if mode == "mean" else 1
+    ctx.progress(0, passes * total, "ablation")
+    handles = [modules[hooked].register_forward_hook(ablate)]  # first, so the capture below sees its output
+    handles.append(modules[downstream].register_forward_hook(capture))
+    try:
+        with torch.no_grad():
+            if mode == "mean":
+                means = _mean_values(ctx, module, data, indices, batch_size, modules[hooked], definition, device,
+                                     dtype, total)
+                state["fill"] = _as_output_shape(means, shape, definition.conv_neuron).to(device)
+            conditions = [chosen, *drawn]
+            masks = [_neuron_mask(shape, neurons, definition.conv_neuron).to(device) for neurons in conditions]
+            correct = np.zeros(len(conditions), dtype=np.int64)
+            changes = np.zeros(len(conditions), dtype=np.float64)
+            baseline_correct, done = 0, 0
+            for _, x, y in data.batches(batch_size, indices):
+                ctx.check()
+                x, y = x.to(device, dtype), y.to(device)
+                state["mask"] = None
+                logits = module(x)
+                _check_logits(logits, dataset, model.name)
+                clean = state["downstream"]
+                clean_norm = clean.norm(dim=1).clamp_min(torch.finfo(torch.float64).tiny)
+                baseline_correct += int((logits.argmax(1) == y).sum())
+                for c, mask in enumerate(masks):
+                    state["mask"] = mask
+                    ablated = module(x)
+                    correct[c] += int((ablated.argmax(1) == y).sum())
+                    changes[c] += float(((state["downstream"] - clean).norm(dim=1) / clean_norm).sum())
+                done += len(y)
+                ctx.progress((passes - 1) * total + done, passes * total, "ablation")
+    finally:
+        for h in handles:
+            h.remove()
+
+    accuracies = correct / total
+    mean_changes = changes / total
+    result = AblationResult(
+        layer=layer, m=m, mode=mode, draws=int(draws), seed=int(seed), split=split, inputs=total,
+        baseline_accuracy=baseline_correct / total, important_neurons=chosen,
+        important_accuracy=float(accuracies[0]), random_neurons=drawn,
+        random_accuracies=[float(a) for a in accuracies[1:]],
+        important_activation_change=float(mean_changes[0]),
+        random_activation_changes=[float(c) for c in mean_changes[1:]],
+        downstream_layer=downstream, definition=definition, neurons=count,
+        provenance={"model": model.name, **how, "cache_key": key, "hooked_module": hooked})
+    if project is not None:
+        name = f"ablation-{model.name}-{layer}-{mode}-m{m}-{key[:8]}"
+        arrays = {"important_neurons": np.asarray(chosen, np.int64), "random_neurons": np.asarray(drawn, np.int64),
+                  "random_accuracies": np.asarray(result.random_accuracies),
+                  "random_activation_changes": np.asarray(result.random_activation_changes)}
+        project.save_artifact(ARTIFACT_KIND, name, arrays, **result.provenance, inputs=total, neurons=count,
+                              baseline_accuracy=result.baseline_accuracy,
+                              important_accuracy=result.important_accuracy,
+                              important_activation_change=result.important_activation_change)
+        result.artifact = name
+    return result
+
+
+def _mean_values(ctx, module, data, indices, batch_size, hooked_module, definition, device, dtype, total):
+    """Each neuron's mean value over the evaluated inputs, (neurons,) in the model's dtype."""
+    import torch
+
+    sums, seen = None, 0
+    grab = {}
+    handle = hooked_module.register_forward_hook(
+        lambda mod, inputs, output: grab.__setitem__("values", neuron_values(output, definition.conv_neuron)))
+    try:
+        for _, x, _ in data.batches(batch_size, indices):
+            ctx.check()
+            module(x.to(device, dtype))
+            values = grab["values"].to(torch.float64)
+            sums = values.sum(0) if sums is None else sums + values.sum(0)
+            seen += len(x)
+            ctx.progress(seen, 2 * total, "ablation: mean activations")
+    finally:
+        handle.remove()
+    return (sums / seen).to(dtype)
+
+
+def _check_logits(logits, dataset, model_name: str) -> None:
+    import torch
+
+    if logits.dim() != 2 or logits.shape[1] != dataset.num_classes:
+        raise WorkbenchError(f"Model {model_name!r} outputs {tuple(logits.shape[1:])} scores per image, but dataset "
+                             f"{dataset.name!r} has {dataset.num_classes} classes.",
+                             "Choose a dataset with the model's classes.")
+    if not bool(torch.isfinite(logits).all()):
+        raise WorkbenchError(f"Model {model_name!r} returned NaN or infinite scores.",
+                             "The model's weights are damaged or it expects other input scaling.")
+
+
+def load_ablation(project, name: str) -> AblationResult:
+    """Read an ablation artifact back from a project."""
+    artifact = project.load_artifact(name)
+    if artifact.kind != ARTIFACT_KIND:
+        raise WorkbenchError(f"Result {name!r} is a {artifact.kind} result, not an ablation check.",
+                             "Choose an ablation result.")
+    how = artifact.provenance
+    return AblationResult(
+        layer=how["layer"], m=len(how["important_neurons"]), mode=how["mode"], draws=int(how["draws"]),
+        seed=int(how["seed"]), split=how["split"], inputs=int(how["inputs"]),
+        baseline_accuracy=float(how["baseline_accuracy"]),
+        important_neurons=[int(n) for n in artifact["important_neurons"]],
+        important_accuracy=float(how["important_accuracy"]),
+        random_neurons=[[int(n) for n in row] for row in artifact["random_neurons"]],
+        random_accuracies=[float(a) for a in artifact["random_accuracies"]],
+        important_activation_change=float(how["important_activation_change"]),
+        random_activation_changes=[float(c) for c in artifact["random_activation_changes"]],
+        downstream_layer=how["downstream_layer"], definition=NeuronDefinition(**how["neuron_definition"]),
+        neurons=int(how["neurons"]), artifact=name, reused=True, provenance=how)

@@ -1,0 +1,20 @@
+"""Coverage criteria (spec: shared/spec/importance-and-coverage.md §2–§4).
+
+Criteria are small estimator-like objects (`protocol.Criterion`): IDC (`idc.py`), the classic
+neuron criteria NC, KMNC, NBC, SNAC, TKNC, TKNP (`neuron.py`) and surprise adequacy LSA, DSA, MDSA
+with surprise coverage (`surprise.py`); `PerClass` runs any of them per class. `measure_coverage`
+(`measure.py`) is the job that streams a model's activations through them. Criteria are created by
+name with `create_criterion`; plugins add their own with `PluginRegistry.add_criterion`.
+"""
+
+from workbench.core.coverage.idc import IDC
+from workbench.core.coverage.measure import CoverageProgress, CoverageResult, default_layer, measure_coverage
+from workbench.core.coverage.neuron import KMNC, NBC, NC, SNAC, TKNC, TKNP
+from workbench.core.coverage.per_class import PerClass
+from workbench.core.coverage.protocol import CoverageValue, Criterion
+from workbench.core.coverage.registry import create_criterion, criterion_names
+from workbench.core.coverage.surprise import DSA, LSA, MDSA
+
+__all__ = ["Criterion", "CoverageValue", "IDC", "NC", "KMNC", "NBC", "SNAC", "TKNC", "TKNP", "LSA", "DSA", "MDSA",
+           "PerClass", "create_criterion", "criterion_names", "measure_coverage", "CoverageResult",
+           "CoverageProgress", "default_layer"]

@@ -1,0 +1,427 @@
+"""The coverage job: fit criteria on training activations, then measure a test set, batch by batch.
+
+`measure_coverage` streams the model's activations (DESIGN principle 3): one pass over the training
+split feeds every criterion that needs fitting (`partial_fit`), then `finish_fit` (IDC clusters
+here); one pass over the test set updates every criterion in chunks of `curve_every` inputs and
+records how coverage grows with the number of inputs. Progress is reported per batch and the
+running values are handed out as `CoverageProgress`; cancelling stops within a batch and stores
+nothing. With a project, a fitted criterion and a result are stored as artifacts keyed by
+everything that determines them, and an identical request reads them back.
+
+Layers (spec §3.1, §2.2): IDC and surprise adequacy use `layer` (default: the last Conv/Linear
+before the output layer); the classic criteria use the preset's layers — `deepimportance` (every
+conv, pooling and dense output incl. the logits, post-activation, channel means), `nlc` (every
+Conv/Linear, pre-activation) or `dnn-tip` (the `layers` given, conv tensors flattened, dnn-tip's
+semantics).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import inspect
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from workbench.core.activations import NeuronDefinition, stream_activations
+from workbench.core.coverage import artifacts
+from workbench.core.coverage.idc import IDC
+from workbench.core.coverage.per_class import PerClass
+from workbench.core.coverage.protocol import CoverageValue, Criterion
+from workbench.core.coverage.registry import create_criterion, criterion_factories
+from workbench.core.coverage.surprise import SurpriseCriterion
+from workbench.core.data import Split
+from workbench.core.errors import WorkbenchError
+from workbench.core.jobs import JobContext
+from workbench.core.layers import LayerInfo, layer_catalogue
+
+PRESETS = ("deepimportance", "nlc", "dnn-tip")
+CONV_OR_DENSE = ("Conv1d", "Conv2d", "Conv3d", "Linear")
+POOLING = ("MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d")
+
+
+@dataclass
+class CoverageProgress:
+    """Handed out after each chunk of test inputs: the running coverage of every criterion."""
+
+    done: int
+    total: int
+    values: dict[str, CoverageValue]
+
+
+@dataclass
+class CoverageResult:
+    """One criterion's coverage of the test set, with the fitted criterion behind it.
+
+    `curve` is (points, 3): inputs measured, covered items, fraction (NaN without a denominator).
+    `criterion` answers the detailed questions (IDC: `layout()`, `covered()`, `inputs_in()`; per
+    class: `model(c)`); input indices count the measured test inputs in order (`test_indices`
+    maps them back to the split).
+    """
+
+    name: str
+    criterion: Criterion
+    value: CoverageValue
+    curve: np.ndarray
+    per_class: dict[int, CoverageValue] | None = None
+    warnings: list[str] = field(default_factory=list)
+    provenance: dict = field(default_factory=dict)
+    test_indices: np.ndarray | None = None
+    artifact: str | None = None
+    fit_artifact: str | None = None
+    reused: bool = False
+
+
+# --- layers ----------------------------------------------------------------------------------------
+
+def default_layer(catalogue: list[LayerInfo]) -> str:
+    """The last Conv/Linear layer before the output layer (spec §2.2 step 0)."""
+    layers = [layer.name for layer in catalogue if layer.type in CONV_OR_DENSE]
+    if len(layers) < 2:
+        raise WorkbenchError("The model has no Conv/Linear layer before its output layer.",
+                             "Name the layer to measure coverage on.")
+    return layers[-2]
+
+
+def preset_layers(catalogue: list[LayerInfo], preset: str, layers=None) -> tuple[list[str], str, str]:
+    """(layer names, activation point, conv neuron definition) of a classic-criteria preset (§3.1)."""
+    if preset not in PRESETS:
+        raise WorkbenchError(f"Unknown preset {preset!r}.", f"Use one of {', '.join(PRESETS)}.")
+    if layers:
+        names = [layers] if isinstance(layers, str) else list(layers)
+        known = {layer.name for layer in catalogue}
+        missing = [n for n in names if n not in known]
+        if missing:
+            raise WorkbenchError(f"The model has no layer {missing[0]!r}.", f"Valid layers: {', '.join(known)}.")
+    elif preset == "deepimportance":
+        names = [layer.name for layer in catalogue if layer.type in CONV_OR_DENSE + POOLING]
+    elif preset == "nlc":
+        names = [layer.name for layer in catalogue if layer.type in CONV_OR_DENSE]
+    else:
+        raise WorkbenchError("The dnn-tip preset measures the layers you name.", "Pass layers=[...].")
+    point = "pre" if preset == "nlc" else "post"
+    conv_neuron = "element" if preset == "dnn-tip" else "channel-mean"
+    return names, point, conv_neuron
+
+
+# --- identity of data --------------------------------------------------------------------------------
+
+def _digest(*parts) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(np.ascontiguousarray(p).tobytes() if isinstance(p, np.ndarray) else json.dumps(p, default=str).encode())
+    return h.hexdigest()[:16]
+
+
+def split_identity(dataset, name: str | None, split: Split, indices=None) -> dict:
+    """What identifies the inputs measured: a named split by its labels, a given split by its images too."""
+    ident = {"dataset": dataset.name, "split": name or "(given)", "images": len(split),
+             "labels_sha256": _digest(np.asarray(split.labels))}
+    if name is None:
+        ident["images_sha256"] = _digest(np.asarray(split.images))
+    if indices is not None:
+        ident["indices_sha256"] = _digest(np.asarray(indices, dtype=np.int64))
+        ident["measured"] = int(len(indices))
+    return ident
+
+
+# --- checks ----------------------------------------------------------------------------------------
+
+def _check_fit(model, dataset, test: Split, catalogue: list[LayerInfo]) -> None:
+    expected = model.info.input_shape
+    if expected and tuple(expected) != tuple(dataset.image_shape):
+        raise WorkbenchError(f"Model {model.name!r} expects images of shape {tuple(expected)}, but dataset "
+                             f"{dataset.name!r} has {tuple(dataset.image_shape)}.",
+                             "Choose a model and a dataset that match.")
+    if len(test) and tuple(test.image_shape) != tuple(dataset.image_shape):
+        raise WorkbenchError(f"The test set's images have shape {tuple(test.image_shape)}, the model's training "
+                             f"images {tuple(dataset.image_shape)}.", "Choose a test set of the same kind of images.")
+    outputs = catalogue[-1].output_shape if catalogue else ()
+    if len(outputs) == 1 and outputs[0] != dataset.num_classes:
+        raise WorkbenchError(f"The model has {outputs[0]} outputs but dataset {dataset.name!r} has "
+                             f"{dataset.num_classes} classes.", "Choose a model trained on this dataset.")
+    labels = np.asarray(test.labels)
+    if len(labels) and (labels.min() < 0 or labels.max() >= dataset.num_classes):
+        bad = int(labels.max()) if labels.max() >= dataset.num_classes else int(labels.min())
+        raise WorkbenchError(f"The test set has class {bad}, but the model knows classes 0–{dataset.num_classes - 1}.",
+                             "Use a test set labelled with the model's classes.")
+
+
+# --- building the criteria ----------------------------------------------------------------------------
+
+def _accepts(factory) -> set[str]:
+    try:
+        return set(inspect.signature(factory).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def _defaults(factory, *, layer, layers, point, conv_neuron, semantics, m, seed, per_class) -> dict:
+    """The job-level settings a factory takes, for the options it accepts."""
+    offered = {"layer": layer, "layers": layers, "point": point, "m": m, "seed": seed,
+               "conv_neuron": conv_neuron, "semantics": semantics}
+    if isinstance(factory, type) and issubclass(factory, SurpriseCriterion):
+        offered["per_class"] = per_class
+    accepted = _accepts(factory)
+    return {k: v for k, v in offered.items() if k in accepted}
+
+
+def _layers_of(criterion: Criterion) -> list[str]:
+    inner = criterion.members[0] if isinstance(criterion, PerClass) else criterion
+    names = inner._layer_names()
+    if not names:
+        raise WorkbenchError(f"Criterion {inner.name!r} names no layer.", "Give it a layer or layers option.")
+    return names
+
+
+# --- the job -----------------------------------------------------------------------------------------
+
+def measure_coverage(ctx: JobContext, model, dataset, layer: str | NeuronDefinition | None = None,
+                     criteria=("idc",), *, train_split: str = "train", test_split: str | Split = "test",
+                     m: int = 6, seed: int = 0, project=None, per_class: bool = False, route: str = "label",
+                     preset: str = "deepimportance", layers=None, options: dict | None = None,
+                     rule="lrp-0", importance=None, batch_size: int = 500, curve_every: int = 100,
+                     test_indices=None) -> dict[str, CoverageResult]:
+    """Measure `criteria` (names, `Criterion` objects, or (key, criterion) pairs) on a test set.
+
+    `model` is a `LoadedModel`, `dataset` a `Dataset`; `test_split` a split name of it or a `Split`
+    (e.g. generated inputs), `test_indices` a subset of it. `options` maps a criterion name to its
+    options (e.g. {"kmnc": {"k": 100}}). `importance` may pass an `ImportanceResult` for IDC;
+    otherwise it is computed with `rule` (and reused from the project). Returns {key: CoverageResult}.
+    """
+    options = options or {}
+    module = model.module
+    catalogue = layer_catalogue(module, dataset.image_shape)  # refuses an image shape the model cannot take
+    if isinstance(test_split, Split):
+        test, test_name = test_split, None
+    else:
+        test, test_name = dataset.split(test_split), test_split
+    _check_fit(model, dataset, test, catalogue)
+    train = dataset.split(train_split)
+    if test_indices is not None:
+        test_indices = np.asarray(test_indices, dtype=np.int64)
+        if len(test_indices) and (test_indices.min() < 0 or test_indices.max() >= len(test)):
+            raise WorkbenchError(f"Test indices must lie in 0–{len(test) - 1}.", "Choose inputs of the test set.")
+
+    definition = layer if isinstance(layer, NeuronDefinition) else \
+        NeuronDefinition(str(layer) if layer is not None else default_layer(catalogue))
+    if definition.layer not in {info.name for info in catalogue}:
+        raise WorkbenchError(f"The model has no layer {definition.layer!r}.",
+                             f"Valid layers: {', '.join(info.name for info in catalogue)}.")
+    entries = _build(criteria, options, dataset.num_classes, definition, lambda: preset_layers(catalogue, preset, layers),
+                     "dnn-tip" if preset == "dnn-tip" else "spec", m, seed, per_class, route)
+
+    fingerprint = model.fingerprint()
+    train_id = split_identity(dataset, train_split, train)
+    test_id = split_identity(dataset, test_name, test, test_indices)
+
+    if any(isinstance(_inner(c), IDC) for _, c, _ in entries):
+        if importance is None:
+            from workbench.core.importance import compute_importance
+
+            importance = compute_importance(ctx, model, dataset, definition, rule, per_class=per_class,
+                                            project=project, split=train_split)
+        elif importance.layer != definition.layer:
+            raise WorkbenchError(f"The importance given is for layer {importance.layer!r}, not {definition.layer!r}.",
+                                 "Compute importance for the layer IDC is measured on.")
+        if per_class and importance.per_class is None:
+            raise WorkbenchError("Per-class IDC needs per-class importance.", "Compute importance in per-class mode.")
+    for _, criterion, point in entries:
+        _use_importance(criterion, importance)
+        imp = importance.provenance.get("cache_key") if importance is not None and isinstance(
+            _inner(criterion), IDC) else None
+        criterion.bind(model=fingerprint, train=train_id, activation_point=point, preset=preset,
+                       **({"importance": imp, "rule": importance.rule} if imp else {}))
+
+    results: dict[str, CoverageResult] = {}
+    how_common = {"model": model.name, "model_fingerprint": fingerprint, "dataset": dataset.name,
+                  "train": train_id, "test": test_id, "per_class": bool(per_class), "route": route,
+                  "preset": preset, "seed": int(seed), "curve_every": int(curve_every),
+                  "versions": _versions()}
+    todo_fit, todo_test, fit_names = [], [], {}
+    for key, criterion, point in entries:
+        fit_key = criterion.identity_hash
+        result_key = _digest(fit_key, test_id, int(curve_every))
+        if project is not None:
+            found = project.find_artifact(artifacts.RESULT_KIND, cache_key=result_key)
+            if found is not None:
+                state, how = artifacts.read_state(project, found)
+                criterion.load_state_dict(state)
+                results[key] = _result(key, criterion, artifacts.read_curve(project, found), how, test_indices,
+                                       artifact=found, fit_artifact=how.get("fit_artifact"), reused=True)
+                continue
+            found = project.find_artifact(artifacts.FIT_KIND, cache_key=fit_key) if criterion.needs_fit else None
+            if found is not None:
+                criterion.load_state_dict(artifacts.read_state(project, found)[0])
+                fit_names[key] = found
+            elif criterion.needs_fit:
+                todo_fit.append((key, criterion, point))
+        elif criterion.needs_fit:
+            todo_fit.append((key, criterion, point))
+        todo_test.append((key, criterion, point, fit_key, result_key))
+
+    if todo_fit:
+        _fit_pass(ctx, module, train, catalogue, todo_fit, batch_size, dataset.image_shape)
+        if project is not None:
+            project.ensure_writable()
+            for key, criterion, point in todo_fit:
+                name = f"coverage-fit-{model.name}-{key}-{criterion.identity_hash[:8]}"
+                fit_names[key] = artifacts.save_fit(project, name, criterion.state_dict(include_cover=False),
+                                                    cache_key=criterion.identity_hash, criterion=criterion.name,
+                                                    **how_common)
+    if todo_test:
+        curves = _test_pass(ctx, module, test, test_indices, catalogue, [(k, c, p) for k, c, p, _, _ in todo_test],
+                            batch_size, curve_every, dataset.image_shape)
+        for key, criterion, point, fit_key, result_key in todo_test:
+            how = {**how_common, "identity": criterion.identity, "cache_key": result_key, "fit_key": fit_key,
+                   "activation_point": point, "criterion": criterion.name}
+            name = None
+            if project is not None:
+                name = artifacts.save_result(project, f"coverage-{model.name}-{key}-{result_key[:8]}",
+                                             criterion.state_dict(), fit_names.get(key), curves[key], **how)
+            results[key] = _result(key, criterion, curves[key], how, test_indices, artifact=name,
+                                   fit_artifact=fit_names.get(key))
+    return {key: results[key] for key, _, _ in entries}
+
+
+def _inner(criterion: Criterion) -> Criterion:
+    return criterion.members[0] if isinstance(criterion, PerClass) else criterion
+
+
+def _use_importance(criterion: Criterion, importance) -> None:
+    if isinstance(criterion, PerClass) and isinstance(criterion.members[0], IDC):
+        for c, member in enumerate(criterion.members):
+            if member.neurons is None:
+                member.use_importance(importance, c)
+    elif isinstance(criterion, IDC) and criterion.neurons is None:
+        criterion.use_importance(importance)
+
+
+def _build(criteria, options, classes, definition, preset, semantics, m, seed, per_class,
+           route) -> list[tuple[str, Criterion, str]]:
+    """(key, criterion, activation point) for each requested criterion; `preset()` gives the classic
+    criteria's (layers, point, conv neuron), resolved only when one is asked for."""
+    factories = criterion_factories()
+    entries, keys = [], set()
+    for item in criteria:
+        key, given = (item if isinstance(item, tuple) else (None, item))
+        if isinstance(given, Criterion):
+            made, name = given, given.name
+            single = isinstance(given, (IDC, SurpriseCriterion))
+            if single:  # the job's layer where the criterion names none
+                point = getattr(given, "point", None) or definition.point
+                if isinstance(given, IDC) and given.layer is None:
+                    given.layer = definition.layer
+                elif isinstance(given, SurpriseCriterion) and given.layers is None:
+                    given.layers = [definition.layer]
+            else:
+                point = getattr(given, "point", None) or preset()[1]
+                if getattr(given, "layers", "") is None:
+                    given.layers = preset()[0]
+            make = lambda c, given=given: copy.deepcopy(given)  # noqa: E731
+        else:
+            name = str(given).lower()
+            if name not in factories:
+                raise WorkbenchError(f"Unknown coverage criterion {given!r}.", f"Known criteria: {', '.join(factories)}.")
+            factory = factories[name]
+            single = isinstance(factory, type) and issubclass(factory, (IDC, SurpriseCriterion))
+            if single:
+                layer_list, point, conv_neuron = [definition.layer], definition.point, definition.conv_neuron
+            else:
+                layer_list, point, conv_neuron = preset()
+            opts = {**_defaults(factory, layer=definition.layer, layers=layer_list, point=point,
+                                conv_neuron=conv_neuron, semantics=semantics, m=m, seed=seed, per_class=per_class),
+                    **options.get(name, {})}
+            made = create_criterion(name, **opts)
+            make = lambda c, name=name, opts=opts: create_criterion(name, **opts)  # noqa: E731
+        if per_class and not isinstance(made, SurpriseCriterion):  # surprise coverage splits by class itself
+            made = PerClass(make, classes, route)
+        key = key or name
+        if key in keys:
+            key = f"{key}-{len([k for k in keys if k.startswith(key)]) + 1}"
+        keys.add(key)
+        entries.append((key, made, point))
+    return entries
+
+
+def _definitions(entries, catalogue) -> dict[tuple[str, str], NeuronDefinition]:
+    """One full-tensor capture per (layer, point): each criterion reduces it as it needs."""
+    defs = {}
+    for _, criterion, point in entries:
+        for name in _layers_of(criterion):
+            defs[(name, point)] = NeuronDefinition(name, point, "element")
+    return defs
+
+
+def _feeds(entries, defs, catalogue, acts) -> dict[str, dict[str, np.ndarray]]:
+    shapes = {info.name: info.output_shape for info in catalogue}
+    raw = {key: a.reshape((len(a),) + tuple(shapes[key[0]])) for key, a in
+           ((k, acts[d]) for k, d in defs.items())}
+    return {key: {name: raw[(name, point)] for name in _layers_of(criterion)} for key, criterion, point in entries}
+
+
+def _fit_pass(ctx, module, train: Split, catalogue, entries, batch_size, input_shape) -> None:
+    defs = _definitions(entries, catalogue)
+    for _, criterion, _ in entries:
+        criterion.start_fit()
+    total = len(train)
+    ctx.progress(0, total, "coverage: training activations")
+    for start, acts, predictions in stream_activations(ctx.quiet(), module, train, list(defs.values()),
+                                                       input_shape, batch_size):
+        ctx.check()
+        labels = np.asarray(train.labels[start:start + len(predictions)], dtype=np.int64)
+        feeds = _feeds(entries, defs, catalogue, acts)
+        for key, criterion, _ in entries:
+            criterion.partial_fit(feeds[key], labels, predictions)
+        ctx.progress(start + len(predictions), total, "coverage: training activations")
+    for i, (key, criterion, _) in enumerate(entries):
+        ctx.progress(i, len(entries), f"coverage: fitting {key}")
+        criterion.finish_fit()
+    ctx.progress(len(entries), len(entries), "coverage: fitted")
+
+
+def _test_pass(ctx, module, test: Split, indices, catalogue, entries, batch_size, curve_every,
+               input_shape) -> dict[str, np.ndarray]:
+    defs = _definitions(entries, catalogue)
+    for _, criterion, _ in entries:
+        criterion.reset()
+    curves: dict[str, list] = {key: [] for key, _, _ in entries}
+    total = len(test) if indices is None else len(indices)
+    step = max(1, int(curve_every))
+    done = 0
+    ctx.progress(0, total, "coverage: test inputs")
+    for start, acts, predictions in stream_activations(ctx.quiet(), module, test, list(defs.values()),
+                                                       input_shape, batch_size, indices):
+        ctx.check()
+        rows = np.arange(start, start + len(predictions))
+        labels = np.asarray(test.labels[rows if indices is None else indices[rows]], dtype=np.int64)
+        feeds = _feeds(entries, defs, catalogue, acts)
+        for lo in range(0, len(predictions), step):  # chunks give the growth curve its resolution
+            part = slice(lo, lo + step)
+            for key, criterion, _ in entries:
+                criterion.update({n: a[part] for n, a in feeds[key].items()}, labels[part], predictions[part])
+                value = criterion.coverage()
+                curves[key].append((done + min(lo + step, len(predictions)), value.covered,
+                                    np.nan if value.fraction is None else value.fraction))
+        done += len(predictions)
+        ctx.progress(done, total, "coverage: test inputs")
+        ctx.partial(CoverageProgress(done, total, {key: c.coverage() for key, c, _ in entries}))
+    return {key: np.asarray(points, dtype=np.float64).reshape(-1, 3) for key, points in curves.items()}
+
+
+def _result(key, criterion, curve, how, test_indices, **extra) -> CoverageResult:
+    per_class = criterion.per_class_coverage() if hasattr(criterion, "per_class_coverage") and (
+        isinstance(criterion, PerClass) or getattr(criterion, "per_class", False)) else None
+    return CoverageResult(key, criterion, criterion.coverage(), np.asarray(curve), per_class, criterion.warnings,
+                          how, test_indices, **extra)
+
+
+def _versions() -> dict:
+    import scipy
+    import sklearn
+    import torch
+
+    return {"torch": torch.__version__, "scikit-learn": sklearn.__version__, "scipy": scipy.__version__,
+            "numpy": np.__version__}

@@ -1,0 +1,778 @@
+"""The Importance view: which neurons of a layer matter, for which class, and on which images.
+
+It follows the shared selection (model, dataset, layer, neuron, input) and computes only while it
+is on screen. Every computation is a job: the layer's relevance per class and neuron (stored in the
+project by the session and reused), the selected neuron's gallery, the inspected image's
+explanation, and the ablation check of the top-m neurons. The bars fill in batch by batch while the
+relevance is summed; each panel says what it is waiting for, or what went wrong, on its own.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QHBoxLayout, QLabel, QMenu, QPushButton, QSlider,
+                               QSpinBox, QSplitter, QToolButton, QVBoxLayout, QWidget)
+
+from workbench.core.errors import WorkbenchError
+from workbench.gui import tasks
+from workbench.gui.errors import report_error
+from workbench.gui.jobs import Job
+from workbench.gui.selection import Selection
+from workbench.gui.session import Session
+from workbench.gui.views.model_view import section_label
+from workbench.gui.widgets.ablation_panel import AblationPanel
+from workbench.gui.widgets.empty_state import MessageOrContent
+from workbench.gui.widgets.export import export_csv, export_png
+from workbench.gui.widgets.gallery_strip import GalleryPanel, Tile
+from workbench.gui.widgets.input_inspector import InputInspector
+from workbench.gui.widgets.relevance_heatmap import RelevanceHeatmap
+
+DEFAULT_M = 6  # IDC's default number of important neurons (spec §2.2)
+GALLERY_SIZE = 9  # images per ranking: a 3×3 grid
+GALLERY_SAMPLE = 10_000  # training images a gallery ranks: a seeded sample keeps it to seconds
+ABLATION_DRAWS = 5
+WEIGHTED_TYPES = ("Linear", "Conv1d", "Conv2d", "Conv3d")
+M_DEBOUNCE_MS = 300  # the ablation waits for the m spin box to rest
+
+
+def default_layer(catalogue) -> str | None:
+    """IDC's subject layer: the last Conv/Linear before the output layer (LeNet-5 fc2, LeNet-1 conv2)."""
+    weighted = [layer.name for layer in catalogue if layer.type in WEIGHTED_TYPES]
+    if len(weighted) >= 2:
+        return weighted[-2]
+    return weighted[0] if weighted else (catalogue[0].name if catalogue else None)
+
+
+def number(value: float) -> str:
+    """A relevance value for people: three significant digits, or one decimal from 10 up (thousands separated)."""
+    if not np.isfinite(value):
+        return "NaN"
+    if abs(value) >= 10:
+        return f"{value:,.1f}"
+    return f"{value:.2f}" if abs(value) >= 1 else f"{value:.3g}"
+
+
+def rule_text(rule) -> str:
+    """'LRP-0', or 'conv z+, dense ε' where a composite uses different rules."""
+    if not isinstance(rule, dict):
+        return str(rule)
+    names = {part: rule[part].get("name", "") for part in ("conv", "dense") if isinstance(rule.get(part), dict)}
+    pretty = {"lrp-0": "LRP-0", "epsilon": "LRP-ε", "z+": "LRP-z⁺", "alpha-beta": "LRP-αβ"}
+    texts = {part: pretty.get(name, name) for part, name in names.items()}
+    if len(set(texts.values())) == 1:
+        return next(iter(texts.values()))
+    return ", ".join(f"{part} {text}" for part, text in texts.items()) or rule.get("name", "LRP")
+
+
+def error_text(exc: BaseException) -> str:
+    return f"{getattr(exc, 'message', None) or exc}\n{getattr(exc, 'hint', '')}".strip()
+
+
+class PanelJobs:
+    """The newest job of each panel: asking for something else cancels what the panel no longer needs.
+
+    Results are cached by key, so going back to a neuron or an image shows it at once.
+    """
+
+    def __init__(self, session: Session):
+        self.session = session
+        self.current: dict[str, tuple[tuple, Job]] = {}
+        self.results: dict[str, dict[tuple, object]] = {}
+        self.errors: dict[str, dict[tuple, tuple[BaseException, str]]] = {}
+
+    def result(self, panel: str, key: tuple):
+        return self.results.get(panel, {}).get(key)
+
+    def error(self, panel: str, key: tuple):
+        return self.errors.get(panel, {}).get(key)
+
+    def running(self, panel: str, key: tuple) -> bool:
+        current = self.current.get(panel)
+        return current is not None and current[0] == key and current[1].record.active
+
+    def run(self, panel: str, key: tuple, name: str, fn: Callable, *args, done: Callable[[tuple], None]) -> Job:
+        """Submit `fn(ctx, *args)` for `key` unless it runs already; `done(key)` runs when it ends."""
+        current = self.current.get(panel)
+        if current is not None and current[0] == key and current[1].record.active:
+            return current[1]
+        if current is not None and current[1].record.active:
+            current[1].cancel()
+        self.errors.setdefault(panel, {}).pop(key, None)
+        job = self.session.runner.submit(name, fn, *args, report_errors=False)
+        self.current[panel] = (key, job)
+
+        def finished(result) -> None:
+            self.results.setdefault(panel, {})[key] = result
+            done(key)
+
+        def failed(exc: BaseException) -> None:
+            self.errors.setdefault(panel, {})[key] = (exc, job.record.details)
+            done(key)
+
+        job.finished.connect(finished)
+        job.failed.connect(failed)
+        job.cancelled.connect(lambda: done(key))
+        return job
+
+    def cancel_all(self) -> None:
+        for _, job in self.current.values():
+            job.cancel()
+
+
+class ImportanceView(QWidget):
+    open_model_requested = Signal()
+
+    def __init__(self, session: Session, selection: Selection, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("importanceView")
+        self.session, self.selection = session, selection
+        self.jobs = PanelJobs(session)
+        self.result = None  # the ImportanceResult on screen
+        self.shown_key: tuple | None = None
+        self.partial = None  # (key, running totals) while the relevance is summed
+        self._catalogue_of: tuple | None = None
+        self._layers: list[str] = []
+
+        self.layer_box = QComboBox()
+        self.layer_box.setObjectName("layerPicker")
+        self.layer_box.setMinimumWidth(230)
+        self.layer_box.setToolTip("The layer whose neurons are ranked (the catalogue of the selected model)")
+        self.layer_box.activated.connect(lambda i: 0 <= i < len(self._layers) and
+                                         self.selection.set_layer(self._layers[i]))
+        self.m_box = QSpinBox()
+        self.m_box.setObjectName("topMBox")
+        self.m_box.setRange(1, DEFAULT_M)
+        self.m_box.setValue(DEFAULT_M)
+        self.m_box.setToolTip("How many of the most relevant neurons count as important (IDC's m)")
+        self.m_box.valueChanged.connect(self._on_m_changed)
+        self.normalise = QCheckBox("Normalise per class")
+        self.normalise.setToolTip("Divide each class's row by its largest |relevance|: classes have different "
+                                  "totals, and this compares their patterns")
+        self.normalise.setChecked(True)  # raw class totals differ by far more than the patterns within a class
+        self.normalise.toggled.connect(lambda _: self._show_result())
+        self.opacity = QSlider(Qt.Orientation.Horizontal)
+        self.opacity.setRange(0, 100)
+        self.opacity.setValue(60)
+        self.opacity.setFixedWidth(90)
+        self.opacity.setToolTip("Opacity of the relevance drawn over the images")
+        self.opacity.valueChanged.connect(self._on_opacity)
+        self.recompute_button = QPushButton("Compute again")
+        self.recompute_button.setToolTip("Sum the relevance over the training images again instead of reading "
+                                          "the stored result")
+        self.recompute_button.clicked.connect(lambda: self.compute(force=True))
+        self.export_button = QToolButton()
+        self.export_button.setText("Export")
+        self.export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        menu = QMenu(self.export_button)
+        self.export_actions = {
+            "heatmap_png": menu.addAction("Heatmap and bars as PNG (2×)…", lambda: self._export(
+                "PNG image (*.png)", ".png", "relevance", self.export_heatmap_png)),
+            "gallery_png": menu.addAction("Gallery as PNG (2×)…", lambda: self._export(
+                "PNG image (*.png)", ".png", "gallery", self.export_gallery_png)),
+            "relevance_csv": menu.addAction("Relevance per class and neuron as CSV…", lambda: self._export(
+                "CSV table (*.csv)", ".csv", "relevance", lambda p: export_csv(self.relevance_rows, p))),
+            "gallery_csv": menu.addAction("Gallery as CSV…", lambda: self._export(
+                "CSV table (*.csv)", ".csv", "gallery", lambda p: export_csv(self.gallery_rows, p))),
+            "ablation_csv": menu.addAction("Ablation check as CSV…", lambda: self._export(
+                "CSV table (*.csv)", ".csv", "ablation", lambda p: export_csv(self.ablation.rows, p))),
+        }
+        self.export_button.setMenu(menu)
+        menu.aboutToShow.connect(self._update_export_actions)
+
+        controls = QHBoxLayout()
+        for text, widget in (("Layer", self.layer_box), ("Top m", self.m_box)):
+            label = QLabel(text)
+            label.setBuddy(widget)
+            controls.addWidget(label)
+            controls.addWidget(widget)
+            controls.addSpacing(8)
+        controls.addWidget(self.normalise)
+        controls.addSpacing(8)
+        controls.addWidget(QLabel("Overlay"))
+        controls.addWidget(self.opacity)
+        controls.addStretch(1)
+        controls.addWidget(self.recompute_button)
+        controls.addWidget(self.export_button)
+        self.summary = QLabel()
+        self.summary.setObjectName("importanceSummary")
+        self.summary.setWordWrap(True)
+        self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+
+        self.heatmap = RelevanceHeatmap(describe_cell=self._describe_cell, describe_bar=self._describe_bar)
+        self.heatmap.setObjectName("relevanceHeatmap")
+        self.heatmap.setMinimumSize(420, 260)
+        self.heatmap.neuron_clicked.connect(self.selection.set_neuron)
+        self.heatmap_stack = MessageOrContent(self.heatmap)
+        self.ablation = AblationPanel()
+        self.ablation.setMinimumHeight(110)
+        self.gallery = GalleryPanel()
+        self.gallery.activated.connect(lambda index: self.selection.set_input("train", index))
+        self.inspector = InputInspector()
+        self.inspector.input_chosen.connect(self.selection.set_input)
+        self.inspector.mode_changed.connect(self._request_explanation)
+        self.inspector.neuron_clicked.connect(self.selection.set_neuron)
+
+        left = QSplitter(Qt.Orientation.Vertical)
+        left.addWidget(self._section("Relevance per class and neuron", self.heatmap_stack))
+        left.addWidget(self._section("Ablation check", self.ablation))
+        left.setStretchFactor(0, 4)
+        left.setStretchFactor(1, 1)
+        left.setSizes([480, 170])
+        right = QSplitter(Qt.Orientation.Vertical)
+        right.addWidget(self._section("", self.gallery))
+        right.addWidget(self._section("Input inspector", self.inspector))
+        right.setSizes([330, 320])
+        body = QSplitter()
+        body.addWidget(left)
+        body.addWidget(right)
+        body.setStretchFactor(0, 3)
+        body.setStretchFactor(1, 2)
+        body.setSizes([620, 560])
+        content = QWidget()
+        content_layout = QVBoxLayout(content)
+        content_layout.setContentsMargins(0, 0, 0, 0)
+        content_layout.addLayout(controls)
+        content_layout.addWidget(self.summary)
+        content_layout.addWidget(body, 1)
+        self.stack = MessageOrContent(content)
+        self.empty = self.stack.empty
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(6, 6, 6, 6)
+        outer.addWidget(self.stack)
+
+        self.m_timer = QTimer(self)
+        self.m_timer.setSingleShot(True)
+        self.m_timer.setInterval(M_DEBOUNCE_MS)
+        self.m_timer.timeout.connect(self._request_ablation)
+
+        selection.changed.connect(self._on_selection)
+        for signal in (session.model_loaded, session.model_failed, session.dataset_loaded, session.dataset_failed):
+            signal.connect(lambda _: self.refresh())
+        session.ready.connect(self.refresh)
+        session.project_changed.connect(self.refresh)
+        session.importance_progress.connect(self._on_progress)
+        session.importance_ready.connect(lambda key: key == self.key() and self.refresh())
+        session.importance_failed.connect(lambda key: key == self.key() and self.refresh())
+        self.refresh()
+
+    @staticmethod
+    def _section(title: str, widget: QWidget) -> QWidget:
+        box = QWidget()
+        layout = QVBoxLayout(box)
+        layout.setContentsMargins(0, 0, 0, 0)
+        if title:
+            layout.addWidget(section_label(title))
+        layout.addWidget(widget, 1)
+        return box
+
+    # --- following the selection ------------------------------------------------------------------
+
+    def key(self) -> tuple:
+        return self.selection.model, self.selection.dataset, self.selection.layer
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        self.refresh()
+
+    def _on_selection(self, what: str) -> None:
+        if what == "neuron":
+            self._show_neuron()
+        elif what == "input":
+            self._request_explanation()
+        else:
+            self.refresh()
+
+    def refresh(self) -> None:
+        """Show what the selection asks for, starting what is missing; nothing runs while hidden."""
+        if not self.isVisible():
+            return
+        bundle, data = self._ready_inputs()
+        if bundle is None:
+            return
+        if not self._fill_layers(bundle):
+            return
+        layer = self.selection.layer
+        if layer not in self._layers:
+            self.selection.set_layer(default_layer(bundle.catalogue))  # comes back here through `changed`
+            return
+        self.stack.show_content()
+        self.inspector.set_splits({s: len(data.splits[s]) for s in ("test", "train") if s in data.splits
+                                   and len(data.splits[s])})
+        if self.selection.input is None and self.inspector.splits:
+            split = next(iter(self.inspector.splits))
+            self.selection.set_input(split, 0)  # comes back through `changed` and explains it
+        else:
+            self._request_explanation()
+        key = self.key()
+        result = self.session.importance(*key)
+        if result is not None:
+            if self.result is not result or self.shown_key != key:
+                self.result, self.shown_key, self.partial = result, key, None
+                self._show_result()
+            return
+        self.result = None
+        self._show_pending(key)
+
+    def _ready_inputs(self):
+        """The loaded model bundle and dataset, or (None, None) after saying what is missing."""
+        model, spec = self.selection.model, self.selection.dataset
+        if model is None:
+            self.stack.show_message("No model in this project", "Open a model file or add a bundled model from "
+                                    "the Project menu; its neurons are ranked here.",
+                                    [("Open model file…", self.open_model_requested.emit)])
+            return None, None
+        if spec is None:
+            self.stack.show_message("No dataset to rank neurons on", "Add a dataset from the Project menu.")
+            return None, None
+        title = self.session.dataset_title(spec)
+        if spec not in self.session.datasets:
+            error = self.session.dataset_errors.get(spec)
+            if error is not None:
+                self.stack.show_message(f"{title} could not be loaded", error_text(error),
+                                        [("Try again", lambda: self.session.load_dataset(spec))])
+            else:
+                self.stack.show_message(f"Loading {title}…", busy=True)
+                self.session.load_dataset(spec)
+            return None, None
+        if model not in self.session.models:
+            error = self.session.model_errors.get(model)
+            if error is not None:
+                self.stack.show_message(f"{model} could not be loaded", error_text(error),
+                                        [("Try again", lambda: self.session.load_model(model))])
+            else:
+                self.stack.show_message(f"Loading {model}…", "Reading the weights and listing the layers.", busy=True)
+                self.session.load_model(model)
+            return None, None
+        problem = self.session.compatibility_problem(model, spec)
+        if problem:
+            self.stack.show_message("This model does not fit this dataset",
+                                    problem + "\nChoose a dataset the model was made for in the tool bar.")
+            return None, None
+        return self.session.models[model], self.session.datasets[spec]
+
+    def _fill_layers(self, bundle) -> bool:
+        if not bundle.catalogue:
+            self.stack.show_message("The model's layers could not be listed",
+                                    bundle.catalogue_error or "The model has no layers to rank.")
+            return False
+        if self._catalogue_of != (self.selection.model, bundle.fingerprint):
+            default = default_layer(bundle.catalogue)
+            self._layers = [layer.name for layer in bundle.catalogue]
+            self.layer_box.clear()
+            for layer in bundle.catalogue:
+                text = f"{layer.name} — {layer.type}, {layer.neurons:,} neurons"
+                self.layer_box.addItem(text + ("  (IDC default)" if layer.name == default else ""))
+            self._catalogue_of = (self.selection.model, bundle.fingerprint)
+        if self.selection.layer in self._layers:
+            self.layer_box.setCurrentIndex(self._layers.index(self.selection.layer))
+        return True
+
+    # --- the relevance -----------------------------------------------------------------------------
+
+    def compute(self, force: bool = False) -> Job | None:
+        model, spec, layer = self.key()
+        if None in (model, spec, layer) or model not in self.session.models or spec not in self.session.datasets:
+            return None
+        job = self.session.compute_importance(model, spec, layer, force=force)
+        if force:
+            self.result, self.partial = None, None
+            self._show_pending(self.key())
+        return job
+
+    def _show_pending(self, key: tuple) -> None:
+        _, spec, layer = key
+        error = self.session.importance_errors.get(key)
+        self._clear_neuron_panels("The layer's relevance could not be computed." if error is not None
+                                  else "Appears once the relevance of the layer is known.")
+        self.recompute_button.setEnabled(False)
+        if error is not None:
+            job = self.session.importance_jobs.get(key)
+            actions = [("Compute again", lambda: self.compute(force=True))]
+            if job is not None and job.record.details:
+                actions.append(("Details…", lambda: report_error(self, error, job.record.details,
+                                                                  title="Relevance could not be computed")))
+            self.summary.setText("")
+            self.heatmap_stack.show_message(f"No relevance for layer {layer}", error_text(error), actions)
+            return
+        self.compute()
+        if self.partial is None or self.partial[0] != key:
+            self.heatmap_stack.show_message(f"Computing the relevance of {layer}…",
+                                            "LRP relevance of every neuron, summed over the correctly classified "
+                                            "training images; the bars fill in batch by batch (see Jobs).", busy=True)
+        self.summary.setText(f"Summing the relevance of {layer}'s neurons over the training images of "
+                             f"{self.session.dataset_title(spec)}…")
+
+    def _on_progress(self, key: tuple, progress) -> None:
+        if key != self.key() or not self.isVisible():
+            return
+        if self.partial is None or self.partial[0] != key:
+            self.heatmap.set_selected(None)
+            self.heatmap.set_marks([], [])
+            self.heatmap_stack.show_content()
+        self.partial = (key, progress)
+        # Per-class sums arrive only with the result: until then one row holds the running totals.
+        totals = np.asarray(progress.totals, dtype=np.float64)
+        self.heatmap.set_matrix(totals[None, :], ["all classes, so far"], units="relevance (sum over images)",
+                                neuron_title=f"Neuron of {key[2]}")
+        self.heatmap.bars.set_values(totals)
+        self.summary.setText(f"Summing the relevance of {key[2]}'s neurons: {progress.done:,} of {progress.total:,} "
+                             f"training images, {int(np.sum(progress.counts)):,} of them correctly classified so far…")
+
+    def _show_result(self) -> None:
+        result = self.result
+        if result is None:
+            return
+        model, spec, layer = self.shown_key
+        data = self.session.datasets[spec]
+        names = list(result.class_names or data.class_names)
+        self.m_box.blockSignals(True)
+        self.m_box.setRange(1, max(1, result.neurons))
+        self.m_box.blockSignals(False)
+        per_class = result.per_class if result.per_class is not None else result.totals[None, :]
+        values = np.array(per_class, dtype=np.float64)
+        if self.normalise.isChecked():
+            scale = np.nanmax(np.abs(values), axis=1, keepdims=True)
+            values = np.divide(values, scale, out=np.zeros_like(values), where=scale > 0)
+            units = "relevance ÷ the class's largest |relevance|"
+        else:
+            units = "relevance (sum over images)"
+        rows = names if result.per_class is not None else ["all classes"]
+        empty = result.empty_classes if result.per_class is not None else []
+        self.heatmap.set_matrix(values, rows, empty, units=units, neuron_title=f"Neuron of {layer}")
+        self.heatmap_stack.show_content()
+        self.recompute_button.setEnabled(True)
+        stored = " · stored result, reused" if result.reused else (" · saved in the project" if result.artifact else "")
+        nan = np.isnan(result.totals).any() or (result.per_class is not None and np.isnan(result.per_class).any())
+        empty_note = (f" · no correctly classified images for {', '.join(names[c] for c in empty)} (hatched)"
+                      if empty else "")
+        self.summary.setText(
+            f"{rule_text(result.rule)} relevance of the {result.neurons:,} neurons of <b>{layer}</b> in {model}, "
+            f"summed over the {result.correct:,} correctly classified of {result.inputs:,} {data.name} training "
+            f"images{stored}{empty_note}"
+            + (" · <span style='color:#d62728'>some values are NaN (hatched)</span>" if nan else ""))
+        self._show_marks()
+        if self.selection.neuron is None or not 0 <= self.selection.neuron < result.neurons:
+            self.selection.set_neuron(int(result.ranking[0]))  # comes back through `changed`
+        else:
+            self._show_neuron()
+        self._request_ablation()
+
+    def top(self) -> np.ndarray:
+        """The top-m neurons over all classes; a refused m is said in the summary, not raised."""
+        try:
+            return self.result.top(self.m_box.value())
+        except WorkbenchError as exc:
+            self.summary.setText(f"<span style='color:#d62728'>{exc.message}</span> {exc.hint}")
+            return np.zeros(0, np.int64)
+
+    def _show_marks(self) -> None:
+        result = self.result
+        top = self.top()
+        class_top = []
+        if result.per_class is not None:
+            m = len(top)
+            class_top = [result.top(m, cls=c) if m else [] for c in range(len(result.counts))]
+        self.heatmap.set_marks(top, class_top)
+        self.heatmap.bars.set_values(result.totals, top, self.selection.neuron)
+        self.inspector.set_marks(top, self.selection.neuron)
+
+    def _on_m_changed(self, _value: int) -> None:
+        if self.result is None:
+            return
+        self._show_marks()
+        self.m_timer.start()
+
+    # --- the selected neuron: gallery --------------------------------------------------------------
+
+    def _show_neuron(self) -> None:
+        neuron = self.selection.neuron
+        self.heatmap.set_selected(neuron)
+        self.inspector.set_marks(self.heatmap.top_columns, neuron)
+        if self.inspector.mode() == "neuron":
+            self._request_explanation()
+        self._request_gallery()
+
+    def _model_key(self) -> tuple | None:
+        model, spec, layer = self.key()
+        bundle = self.session.models.get(model)
+        if bundle is None or spec not in self.session.datasets or layer not in self._layers:
+            return None
+        return model, bundle.fingerprint, spec, layer
+
+    def gallery_key(self) -> tuple | None:
+        base = self._model_key()
+        if base is None or self.result is None or self.selection.neuron is None:
+            return None
+        return base + (self.selection.neuron,)
+
+    def _request_gallery(self) -> None:
+        if not self.isVisible():
+            return
+        key = self.gallery_key()
+        if key is None:
+            return
+        model, _, spec, layer, neuron = key
+        self.gallery.title.setText(f"Neuron {neuron} of {layer}")
+        if self.jobs.result("gallery", key) is not None:
+            self._show_gallery(key)
+            return
+        if self.jobs.error("gallery", key) is None:
+            self.jobs.run("gallery", key, f"Gallery of neuron {neuron} of {layer} in {model}", tasks.neuron_gallery,
+                          self.session.models[model].model, self.session.datasets[spec], layer, neuron, GALLERY_SIZE,
+                          GALLERY_SAMPLE, done=self._show_gallery)
+        self._show_gallery(key)
+
+    def _show_gallery(self, key: tuple) -> None:
+        if key != self.gallery_key():
+            return
+        gallery = self.jobs.result("gallery", key)
+        error = self.jobs.error("gallery", key)
+        neuron = key[-1]
+        if gallery is not None:
+            data = self.session.datasets[key[2]]
+            split = data.split(gallery.split)
+            names = list(data.class_names)
+            note = (f"From a seeded sample of {GALLERY_SAMPLE:,} training images."
+                    if len(split) > GALLERY_SAMPLE else "")
+            self.gallery.set_tiles(self._tiles(gallery.by_relevance, split, names),
+                                   self._tiles(gallery.by_activation, split, names), note)
+            self.gallery.set_opacity(self.opacity.value() / 100)
+        elif error is not None:
+            exc, details = error
+            actions = [("Try again", lambda: (self.jobs.errors["gallery"].pop(key, None), self._request_gallery()))]
+            if details:
+                actions.append(("Details…", lambda: report_error(self, exc, details, title="Gallery failed")))
+            self.gallery.stack.show_message(f"No gallery for neuron {neuron}", error_text(exc), actions)
+        elif self.jobs.running("gallery", key):
+            self.gallery.stack.show_message(f"Finding the images of neuron {neuron}…",
+                                            "The training images that make it most relevant and most active.",
+                                            busy=True)
+        else:
+            self.gallery.stack.show_message(f"The gallery of neuron {neuron} was cancelled", "",
+                                            [("Try again", self._request_gallery)])
+
+    @staticmethod
+    def _tiles(items, split, names: list[str]) -> list[Tile]:
+        if not items:
+            return []
+        indices = np.array([item.index for item in items], dtype=np.int64)
+        order = np.argsort(indices, kind="stable")  # lazily read files want increasing indices
+        pixels = np.empty((len(items),) + split.image_shape[1:] + split.image_shape[:1], np.uint8)
+        pixels[order] = split.thumbnails(indices[order])
+
+        def name(k: int) -> str:
+            return names[k] if 0 <= k < len(names) else str(k)
+
+        return [Tile(int(item.index), pixels[i], item.heatmap, int(item.label), int(item.prediction),
+                     float(item.score), number(float(item.score)), name(int(item.label)), name(int(item.prediction)))
+                for i, item in enumerate(items)]
+
+    # --- the inspected input -----------------------------------------------------------------------
+
+    def explanation_key(self) -> tuple | None:
+        base = self._model_key()
+        chosen = self.selection.input
+        if base is None or chosen is None:
+            return None
+        neuron = self.selection.neuron if self.inspector.mode() == "neuron" else None
+        return base + (chosen[0], chosen[1], neuron)
+
+    def _request_explanation(self) -> None:
+        if not self.isVisible():
+            return
+        key = self.explanation_key()
+        if key is None:
+            return
+        model, _, spec, layer, split, index, neuron = key
+        data = self.session.datasets[spec]
+        if split not in data.splits or not 0 <= index < len(data.splits[split]):
+            self.inspector.stack.show_message(f"There is no {split} image #{index:,}",
+                                              f"Choose an index below {len(data.splits.get(split, [])):,}.")
+            return
+        self.inspector.show_choice(split, index)
+        if self.inspector.mode() == "neuron" and neuron is None:
+            self.inspector.stack.show_message("No neuron selected", "Click a neuron in the heatmap or the bars.")
+            return
+        if self.jobs.result("explanation", key) is None and self.jobs.error("explanation", key) is None:
+            what = f" for neuron {neuron}" if neuron is not None else ""
+            self.jobs.run("explanation", key, f"Explain {split} image #{index:,} at {layer}{what}", tasks.explain_input,
+                          self.session.models[model].model, data, split, index, layer, neuron,
+                          done=self._show_explanation)
+        self._show_explanation(key)
+
+    def _show_explanation(self, key: tuple) -> None:
+        if key != self.explanation_key():
+            return
+        _, _, spec, layer, split, index, neuron = key
+        explanation = self.jobs.result("explanation", key)
+        error = self.jobs.error("explanation", key)
+        if explanation is not None:
+            data = self.session.datasets[spec]
+            pixels = data.split(split).thumbnails(np.array([index]))[0]
+            what = (f"Heatmap: relevance that flows through neuron {neuron} of {layer}." if neuron is not None
+                    else "Heatmap: relevance for the predicted class.")
+            self.inspector.show_explanation(explanation, pixels, split, list(data.class_names),
+                                            self.heatmap.top_columns, self.selection.neuron, what)
+            self.inspector.set_opacity(self.opacity.value() / 100)
+        elif error is not None:
+            exc, details = error
+            actions = [("Details…", lambda: report_error(self, exc, details, title="Explanation failed"))] \
+                if details else []
+            self.inspector.stack.show_message(f"{split.capitalize()} image #{index:,} could not be explained",
+                                              error_text(exc), actions)
+        elif self.jobs.running("explanation", key):
+            if self.inspector.explanation is None:
+                self.inspector.stack.show_message(f"Explaining {split} image #{index:,}…", busy=True)
+        else:
+            self.inspector.stack.show_message(f"Explaining {split} image #{index:,} was cancelled", "",
+                                              [("Try again", self._request_explanation)])
+
+    # --- the ablation check ------------------------------------------------------------------------
+
+    def ablation_key(self) -> tuple | None:
+        base = self._model_key()
+        if base is None or self.result is None or self.shown_key != self.key():
+            return None
+        top = self.top()
+        return base + (tuple(int(n) for n in top),) if len(top) else None
+
+    def _request_ablation(self) -> None:
+        if not self.isVisible():
+            return
+        key = self.ablation_key()
+        if key is None:
+            return
+        model, _, spec, layer, top = key
+        if self.jobs.result("ablation", key) is None and self.jobs.error("ablation", key) is None:
+            snapshot = tasks.ProjectSnapshot(self.session.project)
+            self.jobs.run("ablation", key, f"Ablation check of the top {len(top)} neurons of {layer} in {model}",
+                          tasks.ablation_check, self.session.models[model].model, self.session.datasets[spec], layer,
+                          list(top), snapshot, ABLATION_DRAWS, done=self._on_ablation_done)
+        self._show_ablation(key)
+
+    def _on_ablation_done(self, key: tuple) -> None:
+        run = self.jobs.result("ablation", key)
+        if run is not None and run.saves:
+            self.session.store(run)
+            run.saves = []
+        self._show_ablation(key)
+
+    def _show_ablation(self, key: tuple) -> None:
+        if key != self.ablation_key():
+            return
+        run, error = self.jobs.result("ablation", key), self.jobs.error("ablation", key)
+        m = len(key[-1])
+        if run is not None:
+            self.ablation.show_result(run.result, key[3])
+        elif error is not None:
+            exc, details = error
+            actions = [("Details…", lambda: report_error(self, exc, details, title="Ablation check failed"))] \
+                if details else []
+            self.ablation.show_message("The ablation check failed", error_text(exc), actions)
+        elif self.jobs.running("ablation", key):
+            self.ablation.show_message(f"Switching off the top {m} neurons and {ABLATION_DRAWS} random sets of {m}…",
+                                       "Test accuracy with each set switched off.", busy=True)
+        else:
+            self.ablation.show_message("The ablation check was cancelled", "",
+                                       [("Try again", self._request_ablation)])
+
+    # --- panels without a neuron -------------------------------------------------------------------
+
+    def _clear_neuron_panels(self, why: str) -> None:
+        self.gallery.title.setText("Neuron gallery")
+        self.gallery.stack.show_message("No neuron yet", why)
+        self.ablation.show_message("No ablation check yet", why)
+
+    def _on_opacity(self, value: int) -> None:
+        self.gallery.set_opacity(value / 100)
+        self.inspector.set_opacity(value / 100)
+
+    # --- read-outs -----------------------------------------------------------------------------------
+
+    def _class_name(self, row: int) -> str:
+        labels = self.heatmap.row_labels
+        return labels[row] if 0 <= row < len(labels) else str(row)
+
+    def _describe_cell(self, row: int, col: int, value: float) -> str:
+        result = self.result
+        if result is None or result.per_class is None:
+            return f"Neuron <b>{col}</b>: relevance {number(value)} over the images summed so far"
+        name = self._class_name(row)
+        if row in result.empty_classes:
+            return f"<b>{name}</b>: no correctly classified training image, so no relevance to show"
+        raw = float(result.per_class[row, col])
+        if not np.isfinite(raw):
+            return f"Neuron <b>{col}</b> · class <b>{name}</b>: the relevance is NaN"
+        rank = int(np.flatnonzero(result.per_class_ranking[row] == col)[0]) + 1
+        total = float(np.nansum(result.per_class[row]))
+        share = f" ({100 * raw / total:.1f} % of the class's total)" if total else ""
+        scaled = f" · {value:.2f} of the row's largest" if self.normalise.isChecked() else ""
+        return (f"Neuron <b>{col}</b> · class <b>{name}</b>: relevance {number(raw)}{share}{scaled} · "
+                f"rank {rank} of {result.neurons} for {name}")
+
+    def _describe_bar(self, neuron: int, value: float) -> str:
+        result = self.result
+        if result is None:
+            return f"Neuron <b>{neuron}</b>: relevance {number(value)} over the images summed so far"
+        rank = int(np.flatnonzero(result.ranking == neuron)[0]) + 1
+        marked = " · one of the top m" if neuron in set(self.heatmap.top_columns.tolist()) else ""
+        return (f"Neuron <b>{neuron}</b>: relevance {number(value)} over all classes · rank {rank} of "
+                f"{result.neurons}{marked}")
+
+    # --- export --------------------------------------------------------------------------------------
+
+    def _update_export_actions(self) -> None:
+        self.export_actions["heatmap_png"].setEnabled(self.result is not None)
+        self.export_actions["relevance_csv"].setEnabled(self.result is not None)
+        self.export_actions["gallery_png"].setEnabled(self.gallery.has_tiles())
+        self.export_actions["gallery_csv"].setEnabled(self.gallery.has_tiles())
+        self.export_actions["ablation_csv"].setEnabled(self.ablation.result is not None)
+
+    def _export(self, file_filter: str, suffix: str, what: str, write: Callable[[str], object]) -> None:
+        name = f"{what}-{self.selection.model}-{self.selection.layer}{suffix}"
+        path, _ = QFileDialog.getSaveFileName(self, "Export", name, file_filter)
+        if not path:
+            return
+        if not path.endswith(suffix):
+            path += suffix
+        try:
+            write(path)
+        except OSError as exc:
+            report_error(self, WorkbenchError(f"Could not write {path}: {exc.strerror or exc}.",
+                                              "Choose a folder you can write to.", details=repr(exc)))
+
+    def export_heatmap_png(self, path: str):
+        return export_png(self.heatmap.scene(), path)
+
+    def export_gallery_png(self, path: str) -> None:
+        if not self.gallery.grab_png(path):
+            raise OSError(f"could not write {path}")
+
+    def relevance_rows(self) -> tuple[list[str], list[list]]:
+        """One row per neuron: rank, relevance over all classes, top-m flag, and relevance per class."""
+        result = self.result
+        names = list(result.class_names) if result.per_class is not None else []
+        top = set(self.top().tolist())
+        rank = np.empty(result.neurons, np.int64)
+        rank[result.ranking] = np.arange(1, result.neurons + 1)
+        header = ["neuron", "rank", "relevance_all_classes", f"top_{self.m_box.value()}"] + \
+            [f"relevance_{name}" for name in names]
+        rows = []
+        for n in range(result.neurons):
+            row = [n, int(rank[n]), float(result.totals[n]), int(n in top)]
+            if result.per_class is not None:
+                row += ["" if c in result.empty_classes else float(result.per_class[c, n]) for c in range(len(names))]
+            rows.append(row)
+        return header, rows
+
+    def gallery_rows(self) -> tuple[list[str], list[list]]:
+        rows = []
+        for ranking, grid in (("relevance", self.gallery.by_relevance), ("activation", self.gallery.by_activation)):
+            for position, tile in enumerate(grid.tiles, start=1):
+                rows.append([self.selection.layer, self.selection.neuron, ranking, position, tile.index,
+                             tile.label_name, tile.prediction_name, tile.score])
+        return ["layer", "neuron", "ranked_by", "position", "train_index", "true_class", "predicted_class",
+                "score"], rows
