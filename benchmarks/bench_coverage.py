@@ -164,13 +164,8 @@ def bench_memory(model, data) -> None:
             print(f"  IDC record_inputs={record}:")
             for n in (1000, 5000, 10000):
                 indices = np.arange(n)
-                # the project holds the fit (record_inputs is part of IDC's identity, so the first size
-                # of each setting fits once more, outside the traced region)
+                # the project holds the fit (record_inputs is bookkeeping, not part of the identity)
                 entries = [c if c != "idc" else ("idc", IDC(record_inputs=record)) for c in crits]
-                if n == 1000:
-                    measure_coverage(JobContext("cpu"), model, data, "fc2", entries, project=project,
-                                     test_indices=np.arange(10))
-                    entries = [c if c != "idc" else ("idc", IDC(record_inputs=record)) for c in crits]
                 gc.collect()
                 tracemalloc.start()
                 measure_coverage(JobContext("cpu"), model, data, "fc2", entries, test_indices=indices,

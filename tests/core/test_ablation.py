@@ -163,6 +163,56 @@ def test_element_neurons_and_the_pre_activation_point_edit_outputs(setup):
     assert result.important_accuracy == pytest.approx(accuracy(logits, y))
 
 
+def test_the_callers_model_is_left_as_it_was(setup):
+    """The hooks act on a private copy, so a view using the same model meanwhile sees it unablated."""
+    model, data, x, _ = setup
+    with torch.no_grad():
+        before = model.module(x)
+    seen = []
+    ctx = JobContext("cpu", on_progress=lambda d, t, m: seen.append(torch.equal(model.module(x), before)))
+    ablation_check(ctx, model, data, "fc1", [0, 1, 2, 3], mode="mean", batch_size=40)
+    assert seen and all(seen)  # also while the ablation runs
+    assert all(not m._forward_hooks for m in model.module.modules())
+
+
+class Wrapped(nn.Module):
+    """The same network, but not an nn.Sequential: the ablation runs it whole, with a forward hook."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x):
+        return self.net(x)
+
+
+@pytest.mark.parametrize("layer, definition, mode", [
+    ("fc1", None, "zero"), ("conv1", None, "mean"), ("conv1", NeuronDefinition("conv1", "pre", "element"), "mean"),
+    ("fc2", None, "zero"), ("fc2", None, "mean")])
+def test_the_sequential_shortcut_agrees_with_the_whole_model_hook(setup, layer, definition, mode):
+    """Zoo models rerun only the layers after the ablated one; any other model reruns whole."""
+    model, data, x, y = setup
+    neurons = [0, 2]
+    fast = ablation_check(JobContext("cpu"), model, data, layer, neurons, definition=definition, mode=mode, draws=3)
+    wrapped = loaded(Wrapped(model.module))
+    whole_definition = NeuronDefinition(f"net.{definition.layer}", definition.point, definition.conv_neuron) \
+        if definition else None
+    whole = ablation_check(JobContext("cpu"), wrapped, data, f"net.{layer}", neurons, definition=whole_definition,
+                           mode=mode, draws=3)
+    assert whole.downstream_layer == f"net.{fast.downstream_layer}"
+    assert fast.important_accuracy == whole.important_accuracy and fast.random_accuracies == whole.random_accuracies
+    np.testing.assert_allclose(fast.random_activation_changes, whole.random_activation_changes, rtol=1e-6)
+    assert fast.important_activation_change == pytest.approx(whole.important_activation_change, rel=1e-6)
+    if layer == "fc2" and mode == "zero":  # the logits themselves: their own downstream layer
+        with torch.no_grad():
+            clean = model.module(x)
+            edited = clean.clone()
+            edited[:, neurons] = 0
+        assert fast.downstream_layer == "fc2"
+        assert fast.important_accuracy == pytest.approx(accuracy(edited, y))
+        assert fast.important_activation_change == pytest.approx(relative_change(edited, clean), rel=1e-6)
+
+
 def test_random_draws_are_seeded_distinct_and_in_range():
     for seed in range(20):
         draws = random_draws(8, 3, 5, seed)

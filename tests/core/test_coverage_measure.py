@@ -13,7 +13,7 @@ from workbench.core.activations import NeuronDefinition, collect_activations
 from workbench.core.coverage import IDC, KMNC, Criterion, CoverageValue, create_criterion, measure_coverage
 from workbench.core.coverage import artifacts
 from workbench.core.coverage.measure import CoverageProgress, default_layer, preset_layers
-from workbench.core.data import Dataset, DatasetCard, Split
+from workbench.core.data import Dataset, Split
 from workbench.core.errors import Cancelled, WorkbenchError
 from workbench.core.importance import compute_importance
 from workbench.core.jobs import JobContext
@@ -48,8 +48,10 @@ def test_default_layers_follow_the_spec():
     assert default_layer(layer_catalogue(lenet4(), shapes)) == "fc1"
     assert default_layer(layer_catalogue(lenet5(), shapes)) == "fc2"
     names, point, conv = preset_layers(layer_catalogue(lenet5(), shapes), "deepimportance")
-    assert names == ["conv1", "pool1", "conv2", "pool2", "fc1", "fc2", "fc3"] and (point, conv) == ("post", "channel-mean")
-    assert preset_layers(layer_catalogue(lenet5(), shapes), "nlc")[:2] == (["conv1", "conv2", "fc1", "fc2", "fc3"], "pre")
+    assert names == ["conv1", "pool1", "conv2", "pool2", "fc1", "fc2", "fc3"]
+    assert (point, conv) == ("post", "channel-mean")
+    nlc = preset_layers(layer_catalogue(lenet5(), shapes), "nlc")
+    assert nlc[:2] == (["conv1", "conv2", "fc1", "fc2", "fc3"], "pre")
 
 
 def test_idc_job_equals_the_criterion_driven_by_hand(model, small):
@@ -66,6 +68,7 @@ def test_idc_job_equals_the_criterion_driven_by_hand(model, small):
     manual.update(collect_activations(ctx(), model.module, test, NeuronDefinition("fc2"), (1, 28, 28)))
     idc = result.criterion
     assert idc.neurons.tolist() == importance.top(6).tolist()
+    np.testing.assert_array_equal(idc.relevance, importance.totals[importance.top(6)])
     assert [c.centroids.tolist() for c in idc.clusters] == [c.centroids.tolist() for c in manual.clusters]
     assert result.value == manual.coverage() and idc.input_codes.tolist() == manual.input_codes.tolist()
     # growth curve: one point per 50 inputs, monotone, ending at the result
@@ -178,8 +181,9 @@ def test_cancelling_stops_within_a_batch_and_stores_nothing(model, small, tmp_pa
 
     job._on_progress = progress
     with pytest.raises(Cancelled):
-        measure_coverage(job, model, small, "fc2", ["nc"], project=project, batch_size=100, test_indices=SOME)
-    assert project.artifacts("coverage") == {}
+        measure_coverage(job, model, small, "fc2", ["nc", "kmnc"], project=project, batch_size=100,
+                         test_indices=SOME)
+    assert project.artifacts("coverage") == {} and project.artifacts("coverage-fit") == {}
 
 
 def test_bad_input_is_refused_clearly(model, small):

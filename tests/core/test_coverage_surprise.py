@@ -98,7 +98,7 @@ def test_surprise_coverage_grows_with_inputs_and_counts_out_of_range():
     dsa.update(x[2:], predictions=[0, 0])  # 0 → bucket 0; 30/3 = 10 > 1: uncounted
     assert dsa.coverage() == CoverageValue.of(3, 10) and sa[3] == pytest.approx(10.0)
     assert dsa.matrix().tolist() == [[1, 1, 0, 0, 0, 0, 0, 1, 0, 0]]
-    assert any("1 test input(s) had an SA outside [0, 1]" in w for w in dsa.warnings)
+    assert any("1 test input(s) had an SA above 1 and cover no bucket" in w for w in dsa.warnings)
     np.testing.assert_allclose(dsa.values, sa)
 
 
@@ -137,3 +137,12 @@ def test_seeded_training_subsample_and_state_round_trip():
     np.testing.assert_array_equal(c.score(test, predictions=pred), a.values)
     with pytest.raises(WorkbenchError, match="max_train"):
         DSA(max_train=50, seed=4).load_state_dict(a.state_dict())
+
+
+def test_negative_lsa_is_reported_as_below_the_buckets():
+    rng = np.random.default_rng(6)
+    tight = rng.normal(scale=0.01, size=(100, 2))  # a density far above 1: LSA < 0 near the data
+    lsa = LSA().fit(tight, predictions=np.zeros(100, int))
+    lsa.update(tight[:5], predictions=np.zeros(5, int))
+    assert (lsa.values < 0).all() and lsa.coverage().covered == 0
+    assert any("5 test input(s) had a negative SA" in w for w in lsa.warnings)

@@ -24,6 +24,7 @@ that is the logits layer); its outputs are compared, per input, as
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -205,8 +206,9 @@ def ablation_check(ctx: JobContext, model, dataset, layer: str, important: Seque
     `ImportanceResult.top(m)`. `definition` sets the activation point and conv neuron (default: post,
     channel). `max_inputs` evaluates a seeded sample of the split. Each batch runs one clean forward
     pass and one per condition (important, then each draw); in mean mode a first pass collects the
-    means. Progress is reported per batch and cancellation checked; with a `project` the result is
-    stored (only once complete) and an identical request is read back.
+    means. The hooks act on a private copy of the model, never on `model` itself. Progress is
+    reported per batch and cancellation checked; with a `project` the result is stored (only once
+    complete) and an identical request is read back.
     """
     import torch
 
@@ -225,9 +227,9 @@ def ablation_check(ctx: JobContext, model, dataset, layer: str, important: Seque
     data = dataset.split(split)
     if len(data) == 0:
         raise WorkbenchError(f"The {split} split of {dataset.name!r} holds no images.", "Choose a split with images.")
-    module = model.module
     device = ctx.device
-    module.to(device).eval()
+    # The hooks go on a private copy: a view or job using the same model meanwhile sees it unablated.
+    module = copy.deepcopy(model.module).to(device).eval()
     dtype = next((p.dtype for p in module.parameters()), torch.float32)  # inputs follow the model's precision
     catalogue = layer_catalogue(module, dataset.image_shape)
     hooked = hook_point(catalogue, definition)  # refuses an unknown layer, listing the valid ones
@@ -250,29 +252,16 @@ def ablation_check(ctx: JobContext, model, dataset, layer: str, important: Seque
             ctx.progress(total, total, "ablation (reused)")
             return load_ablation(project, found)
 
-    modules = dict(module.named_modules())
     shape = next(l.output_shape for l in catalogue if l.name == hooked)
-    state = {"mask": None, "fill": None, "downstream": None}
-
-    def ablate(mod, inputs, output):
-        if state["mask"] is None:
-            return None
-        fill = state["fill"] if state["fill"] is not None else torch.zeros((), dtype=output.dtype, device=output.device)
-        return torch.where(state["mask"], fill, output)
-
-    def capture(mod, inputs, output):
-        state["downstream"] = output.detach().flatten(1).to(torch.float64, copy=True)  # in-place ops may follow
-
     passes = 2 if mode == "mean" else 1
     ctx.progress(0, passes * total, "ablation")
-    handles = [modules[hooked].register_forward_hook(ablate)]  # first, so the capture below sees its output
-    handles.append(modules[downstream].register_forward_hook(capture))
+    ablator = _Ablator(module, hooked, downstream)
     try:
         with torch.no_grad():
             if mode == "mean":
-                means = _mean_values(ctx, module, data, indices, batch_size, modules[hooked], definition, device,
-                                     dtype, total)
-                state["fill"] = _as_output_shape(means, shape, definition.conv_neuron).to(device)
+                means = _mean_values(ctx, ablator.up_to_hooked, data, indices, batch_size, ablator.hooked_module,
+                                     definition, device, dtype, total)
+                ablator.fill = _as_output_shape(means, shape, definition.conv_neuron).to(device)
             conditions = [chosen, *drawn]
             masks = [_neuron_mask(shape, neurons, definition.conv_neuron).to(device) for neurons in conditions]
             correct = np.zeros(len(conditions), dtype=np.int64)
@@ -280,23 +269,20 @@ def ablation_check(ctx: JobContext, model, dataset, layer: str, important: Seque
             baseline_correct, done = 0, 0
             for _, x, y in data.batches(batch_size, indices):
                 ctx.check()
-                x, y = x.to(device, dtype), y.to(device)
-                state["mask"] = None
-                logits = module(x)
+                y = y.to(device)
+                ablator.load(x.to(device, dtype))
+                logits, clean = ablator.run(None)
                 _check_logits(logits, dataset, model.name)
-                clean = state["downstream"]
                 clean_norm = clean.norm(dim=1).clamp_min(torch.finfo(torch.float64).tiny)
                 baseline_correct += int((logits.argmax(1) == y).sum())
                 for c, mask in enumerate(masks):
-                    state["mask"] = mask
-                    ablated = module(x)
+                    ablated, moved = ablator.run(mask)
                     correct[c] += int((ablated.argmax(1) == y).sum())
-                    changes[c] += float(((state["downstream"] - clean).norm(dim=1) / clean_norm).sum())
+                    changes[c] += float(((moved - clean).norm(dim=1) / clean_norm).sum())
                 done += len(y)
                 ctx.progress((passes - 1) * total + done, passes * total, "ablation")
     finally:
-        for h in handles:
-            h.remove()
+        ablator.close()
 
     accuracies = correct / total
     mean_changes = changes / total
@@ -322,8 +308,79 @@ def ablation_check(ctx: JobContext, model, dataset, layer: str, important: Seque
     return result
 
 
+class _Ablator:
+    """Runs a model with chosen neurons of one module's output replaced (`fill`, 0 by default).
+
+    In an `nn.Sequential` whose hooked module is a direct child, the layers up to it run once per
+    batch (`load`) and only the layers after it run again per condition (`run`) — for a late layer
+    several times faster. Any other model runs whole each time, the output replaced by a forward
+    hook. Either way the downstream module's output is captured by a forward hook.
+    """
+
+    def __init__(self, module, hooked: str, downstream: str):
+        import torch
+
+        children = list(module.named_children()) if type(module) is torch.nn.Sequential else []
+        names = [name for name, _ in children]
+        self.split = hooked in names
+        self.module, self.fill, self.mask = module, None, None
+        modules = dict(module.named_modules())
+        self.hooked_module = modules[hooked]
+        self.downstream_is_hooked = downstream == hooked
+        self.handles = []
+        if self.split:
+            position = names.index(hooked)
+            self.up_to_hooked, self.after_hooked = module[:position + 1], module[position + 1:]
+        else:
+            self.up_to_hooked = module
+            self.handles.append(self.hooked_module.register_forward_hook(self._replace))
+        # registered after the replacing hook, so that a downstream module that is the hooked one is seen replaced
+        self.handles.append(modules[downstream].register_forward_hook(self._capture))
+        self.downstream = None
+
+    def _replaced(self, output):
+        import torch
+
+        if self.mask is None:
+            return output
+        fill = self.fill if self.fill is not None else torch.zeros((), dtype=output.dtype, device=output.device)
+        return torch.where(self.mask, fill, output)
+
+    def _replace(self, mod, inputs, output):
+        return None if self.mask is None else self._replaced(output)
+
+    def _capture(self, mod, inputs, output):
+        import torch
+
+        if self.split and self.downstream_is_hooked:
+            return  # its output is taken after the replacement, in `run`
+        self.downstream = output.detach().flatten(1).to(torch.float64, copy=True)  # in-place ops may follow
+
+    def load(self, x) -> None:
+        """Take a batch; in the split mode, run the layers up to the hooked one now, once."""
+        self.x = x
+        self.hooked_output = self.up_to_hooked(x) if self.split else None
+
+    def run(self, mask):
+        """(logits, downstream activations as (B, features) float64) with `mask`'s neurons replaced (None: none)."""
+        import torch
+
+        self.mask = mask
+        if not self.split:
+            return self.module(self.x), self.downstream
+        h = self._replaced(self.hooked_output) if mask is not None else self.hooked_output.clone()  # clone: in-place ops
+        if self.downstream_is_hooked:
+            self.downstream = h.detach().flatten(1).to(torch.float64, copy=True)
+        return self.after_hooked(h), self.downstream
+
+    def close(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+
 def _mean_values(ctx, module, data, indices, batch_size, hooked_module, definition, device, dtype, total):
-    """Each neuron's mean value over the evaluated inputs, (neurons,) in the model's dtype."""
+    """Each neuron's mean value over the evaluated inputs, (neurons,) in the model's dtype; `module`
+    needs to run only as far as the hooked module."""
     import torch
 
     sums, seen = None, 0

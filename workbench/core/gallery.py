@@ -20,8 +20,8 @@ the gallery as PNG images (the CLI's `--gallery`).
 
 from __future__ import annotations
 
-import json
 import math
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,7 +29,9 @@ import numpy as np
 
 from workbench.core.activations import NeuronDefinition, hook_point, neuron_values
 from workbench.core.errors import WorkbenchError
+from workbench.core.importance import _neuron_relevance
 from workbench.core.jobs import JobContext
+from workbench.core.store import atomic_path, write_json
 
 
 @dataclass
@@ -141,21 +143,19 @@ class _LayerReader:
 
     def neuron_relevance(self, R):
         """(B, neurons) float64: a conv channel's relevance summed over its positions, else per element."""
-        import torch
-
-        R = R.to(torch.float64)
-        if R.dim() == 4 and self.definition.conv_neuron == "channel-mean":
-            return R.sum(dim=(2, 3))
-        return R.flatten(1)
+        return _neuron_relevance(R, self.definition.conv_neuron)  # exactly as importance sums it
 
     def activations(self, x):
         """(B, neurons) values at the definition's activation point, from a plain forward pass."""
         import torch
 
-        grab = {}
-        handle = dict(self.module.named_modules())[self.hooked].register_forward_hook(
-            lambda mod, inputs, output: grab.__setitem__("values", neuron_values(output.detach(),
-                                                                                 self.definition.conv_neuron)))
+        grab, me = {}, threading.get_ident()
+
+        def capture(mod, inputs, output):
+            if threading.get_ident() == me:  # another job may run the same model on another thread meanwhile
+                grab["values"] = neuron_values(output.detach(), self.definition.conv_neuron)
+
+        handle = dict(self.module.named_modules())[self.hooked].register_forward_hook(capture)
         try:
             with torch.no_grad():
                 self.module(x.to(self.device, self.explainer.dtype))
@@ -344,8 +344,6 @@ def _upscale(rgb: np.ndarray) -> np.ndarray:
 def _save_png(path: Path, rgb: np.ndarray) -> Path:
     from PIL import Image
 
-    from workbench.core.store import atomic_path
-
     with atomic_path(path) as tmp:
         Image.fromarray(np.ascontiguousarray(rgb)).save(tmp, format="PNG")
     return path
@@ -414,7 +412,5 @@ def save_gallery_png(gallery: NeuronGallery, dataset, out_dir) -> list[Path]:
               "colour_map": "blue-white-red, centred at 0; one symmetric level per list: the 99.5th percentile "
                             "of |relevance| over its heatmaps, saturating beyond",
               "files": [p.name for p in written], "provenance": gallery.provenance}
-    from workbench.core.store import write_json
-
     write_json(out / "gallery.json", record, backup=False)
     return written

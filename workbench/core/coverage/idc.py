@@ -34,6 +34,7 @@ class IDC(Criterion):
     """
 
     name, title = "idc", "Importance-Driven Coverage"
+    bookkeeping = ("record_inputs",)
 
     def __init__(self, layer: str | None = None, neurons=None, m: int | None = None, point: str = "post",
                  conv_neuron: str = "channel-mean", zero_filter: bool | None = None, min_values: int = 10,
@@ -59,6 +60,7 @@ class IDC(Criterion):
         self.rounding = rounding
         self.record_inputs = bool(record_inputs)
         self.clusters: list[NeuronClusters] = []
+        self.relevance: np.ndarray | None = None  # the important neurons' total relevance, when from importance
         self.reset()
 
     @property
@@ -70,6 +72,8 @@ class IDC(Criterion):
         A class without correctly classified inputs gives an empty model, reported as such."""
         m = self.effective_m
         self.neurons = np.asarray(importance.top(m, cls), dtype=np.int64)
+        totals = importance.totals if cls is None else importance.per_class[cls]
+        self.relevance = np.asarray(totals, dtype=np.float64)[self.neurons]
         self.m = m
         if self.layer is None:
             self.layer = importance.layer
@@ -241,7 +245,10 @@ class IDC(Criterion):
     def _fit_state(self):
         meta = {"clusters": [c.to_dict() for c in self.clusters], "train_inputs": self.train_inputs,
                 "zero_filter_used": self._zero_filter_used, "width": self._width}
-        return meta, {"neurons": self.neurons}
+        arrays = {"neurons": self.neurons}
+        if self.relevance is not None:
+            arrays["relevance"] = self.relevance
+        return meta, arrays
 
     def _load_fit_state(self, meta, arrays):
         self.clusters = [NeuronClusters.from_dict(c) for c in meta["clusters"]]
@@ -249,6 +256,7 @@ class IDC(Criterion):
         self._zero_filter_used = bool(meta["zero_filter_used"])
         self._zero_filter = self._zero_filter_used
         self._width = meta.get("width")
+        self.relevance = np.asarray(arrays["relevance"], dtype=np.float64) if "relevance" in arrays else None
         self._build()
 
     def _cover_state(self):

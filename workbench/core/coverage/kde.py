@@ -63,5 +63,6 @@ class GaussianKDE:
         for start in range(0, len(points), self.chunk):
             y = self._whiten(torch.from_numpy(points[start:start + self.chunk]).to(self.device))
             sq = (y * y).sum(1)[:, None] + self._white_sq[None, :] - 2.0 * (y @ self._white.T)
-            out[start:start + len(y)] = (torch.logsumexp(-0.5 * sq.clamp_min_(0.0), dim=1) + self.log_norm).cpu().numpy()
+            log_f = torch.logsumexp(-0.5 * sq.clamp_min_(0.0), dim=1) + self.log_norm
+            out[start:start + len(y)] = log_f.cpu().numpy()
         return out

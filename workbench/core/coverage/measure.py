@@ -111,7 +111,8 @@ def preset_layers(catalogue: list[LayerInfo], preset: str, layers=None) -> tuple
 def _digest(*parts) -> str:
     h = hashlib.sha256()
     for p in parts:
-        h.update(np.ascontiguousarray(p).tobytes() if isinstance(p, np.ndarray) else json.dumps(p, default=str).encode())
+        h.update(np.ascontiguousarray(p).tobytes() if isinstance(p, np.ndarray)
+                 else json.dumps(p, default=str).encode())
     return h.hexdigest()[:16]
 
 
@@ -210,8 +211,9 @@ def measure_coverage(ctx: JobContext, model, dataset, layer: str | NeuronDefinit
     if definition.layer not in {info.name for info in catalogue}:
         raise WorkbenchError(f"The model has no layer {definition.layer!r}.",
                              f"Valid layers: {', '.join(info.name for info in catalogue)}.")
-    entries = _build(criteria, options, dataset.num_classes, definition, lambda: preset_layers(catalogue, preset, layers),
-                     "dnn-tip" if preset == "dnn-tip" else "spec", m, seed, per_class, route)
+    entries = _build(criteria, options, dataset.num_classes, definition,
+                     lambda: preset_layers(catalogue, preset, layers), "dnn-tip" if preset == "dnn-tip" else "spec",
+                     m, seed, per_class, route)
 
     fingerprint = model.fingerprint()
     train_id = split_identity(dataset, train_split, train)
@@ -229,6 +231,8 @@ def measure_coverage(ctx: JobContext, model, dataset, layer: str | NeuronDefinit
         if per_class and importance.per_class is None:
             raise WorkbenchError("Per-class IDC needs per-class importance.", "Compute importance in per-class mode.")
     for _, criterion, point in entries:
+        if isinstance(criterion, SurpriseCriterion):
+            criterion.to(ctx.device)
         _use_importance(criterion, importance)
         imp = importance.provenance.get("cache_key") if importance is not None and isinstance(
             _inner(criterion), IDC) else None
@@ -243,7 +247,9 @@ def measure_coverage(ctx: JobContext, model, dataset, layer: str | NeuronDefinit
     todo_fit, todo_test, fit_names = [], [], {}
     for key, criterion, point in entries:
         fit_key = criterion.identity_hash
-        result_key = _digest(fit_key, test_id, int(curve_every))
+        inner = _inner(criterion)
+        kept = {k: getattr(inner, k, None) for k in inner.bookkeeping}  # what the stored result must hold
+        result_key = _digest(fit_key, test_id, int(curve_every), kept)
         if project is not None:
             found = project.find_artifact(artifacts.RESULT_KIND, cache_key=result_key)
             if found is not None:
@@ -262,18 +268,19 @@ def measure_coverage(ctx: JobContext, model, dataset, layer: str | NeuronDefinit
             todo_fit.append((key, criterion, point))
         todo_test.append((key, criterion, point, fit_key, result_key))
 
+    if todo_test and project is not None:
+        project.ensure_writable()  # before any work, not after it
     if todo_fit:
         _fit_pass(ctx, module, train, catalogue, todo_fit, batch_size, dataset.image_shape)
-        if project is not None:
-            project.ensure_writable()
+    if todo_test:
+        curves = _test_pass(ctx, module, test, test_indices, catalogue, [(k, c, p) for k, c, p, _, _ in todo_test],
+                            batch_size, curve_every, dataset.image_shape)
+        if project is not None:  # stored only once everything is done: a cancelled run stores nothing
             for key, criterion, point in todo_fit:
                 name = f"coverage-fit-{model.name}-{key}-{criterion.identity_hash[:8]}"
                 fit_names[key] = artifacts.save_fit(project, name, criterion.state_dict(include_cover=False),
                                                     cache_key=criterion.identity_hash, criterion=criterion.name,
                                                     **how_common)
-    if todo_test:
-        curves = _test_pass(ctx, module, test, test_indices, catalogue, [(k, c, p) for k, c, p, _, _ in todo_test],
-                            batch_size, curve_every, dataset.image_shape)
         for key, criterion, point, fit_key, result_key in todo_test:
             how = {**how_common, "identity": criterion.identity, "cache_key": result_key, "fit_key": fit_key,
                    "activation_point": point, "criterion": criterion.name}
@@ -324,7 +331,8 @@ def _build(criteria, options, classes, definition, preset, semantics, m, seed, p
         else:
             name = str(given).lower()
             if name not in factories:
-                raise WorkbenchError(f"Unknown coverage criterion {given!r}.", f"Known criteria: {', '.join(factories)}.")
+                raise WorkbenchError(f"Unknown coverage criterion {given!r}.",
+                                     f"Known criteria: {', '.join(factories)}.")
             factory = factories[name]
             single = isinstance(factory, type) and issubclass(factory, (IDC, SurpriseCriterion))
             if single:

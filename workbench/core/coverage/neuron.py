@@ -23,6 +23,11 @@ from workbench.core.errors import WorkbenchError
 SEMANTICS = ("spec", "dnn-tip")
 
 
+def column_counts(mask: np.ndarray, axis: int = 0) -> np.ndarray:
+    """How many True per column of a boolean (B, N) mask; summing its bytes is 3× faster than count_nonzero."""
+    return np.add.reduce(mask.view(np.uint8), axis=axis, dtype=np.int32)
+
+
 class NeuronCriterion(Criterion):
     """What the neuron-level criteria share: layers, the neuron definition and the count arrays."""
 
@@ -50,15 +55,20 @@ class NeuronCriterion(Criterion):
         elif sizes != self.layer_sizes:
             raise WorkbenchError(f"The activations have neurons {sizes}, but the criterion was set up for "
                                  f"{self.layer_sizes}.", "Pass activations of the same layers and neuron definition.")
-        for name, v in values.items():
-            if v.dtype.kind == "f" and not np.isfinite(v).all():
+        for name, v in values.items():  # min and max are NaN/±inf exactly when some value is: no boolean copy
+            if v.dtype.kind == "f" and v.size and not (np.isfinite(v.min()) and np.isfinite(v.max())):
                 raise WorkbenchError(f"Layer {name!r} has NaN or infinite activations.",
                                      "Check the model and the input scaling.")
         return values
 
     @staticmethod
     def _concat(values: dict[str, np.ndarray], dtype=np.float64) -> np.ndarray:
-        return np.concatenate([v.astype(dtype, copy=False) for v in values.values()], axis=1)
+        """(B, neurons) of all layers; `dtype=None` keeps the values' own type (comparisons with float64
+        bounds upcast exactly, so only arithmetic needs float64)."""
+        parts = list(values.values())
+        if dtype is None:
+            return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+        return np.concatenate([v.astype(dtype, copy=False) for v in parts], axis=1)
 
     @property
     def neurons(self) -> int:
@@ -144,7 +154,7 @@ class NC(NeuronCriterion):
 
     def _update(self, layers, labels, predictions):
         covered, constant_inputs = self._covered(layers)
-        self._counts_for(covered.shape[1])[:] += covered.sum(axis=0)
+        self._counts_for(covered.shape[1])[:] += column_counts(covered, axis=0)
         for name, n in constant_inputs.items():
             self._constant_inputs[name] = self._constant_inputs.get(name, 0) + n
 
@@ -281,12 +291,16 @@ class _Boundary(_RangeCriterion):
         self.lower_bound = self.low - self.sigma * self.std
         self.upper_bound = self.high + self.sigma * self.std
 
+    def _lower(self, v: np.ndarray) -> np.ndarray:
+        return v < self.lower_bound if self.semantics == "spec" else v <= self.lower_bound
+
+    def _upper(self, v: np.ndarray) -> np.ndarray:
+        return v > self.upper_bound if self.semantics == "spec" else v >= self.upper_bound
+
     def _corners(self, layers) -> np.ndarray:
         """(B, neurons, 2) bool: [lower, upper] corner hit."""
-        v = self._concat(self._values(layers))
-        if self.semantics == "spec":
-            return np.stack([v < self.lower_bound, v > self.upper_bound], axis=2)
-        return np.stack([v <= self.lower_bound, v >= self.upper_bound], axis=2)
+        v = self._concat(self._values(layers), dtype=None)
+        return np.stack([self._lower(v), self._upper(v)], axis=2)
 
 
 class NBC(_Boundary):
@@ -299,8 +313,10 @@ class NBC(_Boundary):
         return self._corners(layers)
 
     def _update(self, layers, labels, predictions):
-        hits = self._corners(layers)
-        self._counts_for((2, hits.shape[1]))[:] += hits.sum(axis=0).T
+        v = self._concat(self._values(layers), dtype=None)
+        counts = self._counts_for((2, v.shape[1]))
+        counts[0] += column_counts(self._lower(v), axis=0)
+        counts[1] += column_counts(self._upper(v), axis=0)
 
     def coverage(self) -> CoverageValue:
         covered = 0 if self._counts is None else int(np.count_nonzero(self._counts))
@@ -316,11 +332,11 @@ class SNAC(_Boundary):
     name, title = "snac", "Strong Neuron Activation Coverage"
 
     def _profile(self, layers, labels, predictions):
-        return self._corners(layers)[:, :, 1]
+        return self._upper(self._concat(self._values(layers), dtype=None))
 
     def _update(self, layers, labels, predictions):
         hits = self._profile(layers, labels, predictions)
-        self._counts_for(hits.shape[1])[:] += hits.sum(axis=0)
+        self._counts_for(hits.shape[1])[:] += column_counts(hits, axis=0)
 
     def coverage(self) -> CoverageValue:
         covered = 0 if self._counts is None else int(np.count_nonzero(self._counts))
@@ -347,7 +363,7 @@ class TKNC(NeuronCriterion):
 
     def _update(self, layers, labels, predictions):
         mask = self._profile(layers, labels, predictions)
-        self._counts_for(mask.shape[1])[:] += mask.sum(axis=0)
+        self._counts_for(mask.shape[1])[:] += column_counts(mask, axis=0)
 
     def coverage(self) -> CoverageValue:
         covered = 0 if self._counts is None else int(np.count_nonzero(self._counts))

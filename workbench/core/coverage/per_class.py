@@ -43,7 +43,7 @@ class PerClass(Criterion):
         return self.members[int(cls)]
 
     def get_params(self) -> dict:
-        return {"per_class": True, "route": self.route, "classes": [m.get_params() for m in self.members]}
+        return {"per_class": True, "route": self.route, "classes": [m.identity["params"] for m in self.members]}
 
     def bind(self, **context) -> "PerClass":
         super().bind(**context)

@@ -61,6 +61,8 @@ class CoverageValue:
     def __str__(self) -> str:
         if self.total is None:
             return f"{self.covered}"
+        if self.fraction is None:
+            return f"undefined ({self.covered}/{self.total})"
         return f"{self.covered}/{self.total} ({self.percent:.2f} %)"
 
 
@@ -126,6 +128,8 @@ class Criterion:
     name: ClassVar[str] = ""
     title: ClassVar[str] = ""
     needs_fit: ClassVar[bool] = True
+    # parameters that change what is kept for views, not what is measured: left out of the identity
+    bookkeeping: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self):
         self.context: dict[str, Any] = {}
@@ -147,7 +151,8 @@ class Criterion:
 
     @property
     def identity(self) -> dict:
-        return {"criterion": self.name, "params": self.get_params(), "context": dict(self.context)}
+        params = {k: v for k, v in self.get_params().items() if k not in self.bookkeeping}
+        return {"criterion": self.name, "params": params, "context": dict(self.context)}
 
     @property
     def identity_hash(self) -> str:
@@ -253,8 +258,9 @@ class Criterion:
             raise WorkbenchError(f"The saved state is of criterion {state.get('criterion')!r}, not {self.name!r}.",
                                  f"Load it into a {state.get('criterion')} criterion.")
         if state.get("identity_hash") != self.identity_hash:
+            differences = _differences(state.get("identity", {}), self.identity)
             raise WorkbenchError(
-                f"The saved {self.name} state was made for a different setup ({_differences(state.get('identity', {}), self.identity)}).",
+                f"The saved {self.name} state was made for a different setup ({differences}).",
                 "Its recorded hash does not match this model, layer and options; measure coverage again for them.")
         meta, arrays = state["meta"], state["arrays"]
         self._warnings = list(meta.get("warnings", []))

@@ -59,5 +59,6 @@ def create_criterion(name: str, **options) -> Criterion:
                              "Check its options; if it comes from a plugin, check the plugin.") from exc
     if not isinstance(criterion, Criterion):
         raise WorkbenchError(f"The factory of criterion {key!r} returned a {type(criterion).__name__}, "
-                             "not a coverage criterion.", "A criterion must subclass workbench.core.coverage.Criterion.")
+                             "not a coverage criterion.",
+                             "A criterion must subclass workbench.core.coverage.Criterion.")
     return criterion

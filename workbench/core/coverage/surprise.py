@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from workbench.core.coverage.kde import GaussianKDE, SingularDensity
-from workbench.core.coverage.protocol import CoverageValue, Criterion, neuron_values
+from workbench.core.coverage.protocol import CoverageValue, Criterion, _ints, as_layers, batch_size_of, neuron_values
 from workbench.core.errors import WorkbenchError
 
 
@@ -31,6 +31,7 @@ class SurpriseCriterion(Criterion):
 
     default_upper: float | None = None
     default_width: float | None = None
+    bookkeeping = ("record_inputs",)
 
     def __init__(self, layers=None, by: str = "prediction", buckets: int = 1000, upper: float | None = None,
                  width: float | None = None, overflow: bool = False, per_class: bool = False,
@@ -56,9 +57,17 @@ class SurpriseCriterion(Criterion):
         self.max_train = max_train
         self.seed = int(seed)
         self.record_inputs = bool(record_inputs)
+        self.device = "cpu"  # where distances and densities are computed; not part of the identity
         if self.buckets < 1:
             raise WorkbenchError(f"Surprise coverage needs at least one bucket; got {buckets}.", "Use 1000.")
         self.reset()
+
+    def to(self, device) -> "SurpriseCriterion":
+        """Compute on `device` (a torch device or its name); a fitted criterion is moved there."""
+        self.device = str(device)
+        if self.fitted and getattr(self, "train_ats", None) is not None:
+            self._prepare()
+        return self
 
     # --- SC configuration --------------------------------------------------------------------------
 
@@ -117,8 +126,8 @@ class SurpriseCriterion(Criterion):
     def _groups(self, labels, predictions) -> np.ndarray:
         key = predictions if self.by == "prediction" else labels
         if key is None:
-            raise WorkbenchError(f"{self.title} needs the inputs' {'predictions' if self.by == 'prediction' else 'labels'}.",
-                                 "Pass them with the activations.")
+            what = "predictions" if self.by == "prediction" else "labels"
+            raise WorkbenchError(f"{self.title} needs the inputs' {what}.", "Pass them with the activations.")
         return key
 
     def _start_fit(self):
@@ -150,8 +159,6 @@ class SurpriseCriterion(Criterion):
 
     def score(self, acts, labels=None, predictions=None) -> np.ndarray:
         """(B,) the surprise adequacy of each input (NaN where its class has no training ATs)."""
-        from workbench.core.coverage.protocol import as_layers, batch_size_of, _ints
-
         self._require_fit()
         layers = as_layers(acts, self._layer_names())
         batch_size_of(layers, labels, predictions)
@@ -197,7 +204,12 @@ class SurpriseCriterion(Criterion):
                 grown[:len(self._bucket_counts)] = self._bucket_counts
                 self._bucket_counts = grown
             np.add.at(self._bucket_counts, (route[hit], buckets[hit]), 1)
-        self._out_of_range += int((buckets < 0).sum()) if self.sc_upper is not None else int((~counted).sum())
+        scored = ~np.isnan(sa)  # unscored inputs (NaN) are reported per class, not as out of range
+        if self.sc_upper is not None:
+            self._below += int((scored & (sa < 0)).sum())
+            self._above += int((scored & (buckets < 0) & (sa > 0)).sum())
+        else:
+            self._above += int((scored & ~counted).sum())
         if self.record_inputs:
             self._sa.append(sa)
 
@@ -205,7 +217,7 @@ class SurpriseCriterion(Criterion):
         self._bucket_counts = np.zeros((1, self.sc_total or 0), dtype=np.int64)
         self._width_ids: dict[int, np.ndarray] = {}
         self._sa: list[np.ndarray] = []
-        self._out_of_range = 0
+        self._below = self._above = 0
         self._unscored: dict[int, int] = {}
         self._seen_classes: set[int] = set()
 
@@ -234,8 +246,8 @@ class SurpriseCriterion(Criterion):
     def matrix(self) -> np.ndarray:
         """(rows, B) inputs per bucket — one row, or one per class; the width variant: (1, ids) the ids."""
         if self.sc_upper is None:
-            ids = np.unique(np.concatenate(list(self._width_ids.values()))) if self._width_ids else np.zeros(0, np.int64)
-            return ids.reshape(1, -1)
+            ids = [np.zeros(0, np.int64), *self._width_ids.values()]
+            return np.unique(np.concatenate(ids)).reshape(1, -1)
         return self._bucket_counts
 
     @property
@@ -248,9 +260,12 @@ class SurpriseCriterion(Criterion):
     @property
     def warnings(self) -> list[str]:
         notes = list(self._warnings)
-        if self._out_of_range:
-            where = f"outside [0, {self.sc_upper:g}]" if self.sc_upper is not None else "not finite"
-            notes.append(f"{self._out_of_range} test input(s) had an SA {where} and cover no bucket")
+        if self._below:
+            notes.append(f"{self._below} test input(s) had a negative SA (below the buckets' [0, {self.sc_upper:g}]) "
+                         "and cover no bucket")
+        if self._above:
+            where = f"above {self.sc_upper:g}" if self.sc_upper is not None else "that is not finite"
+            notes.append(f"{self._above} test input(s) had an SA {where} and cover no bucket")
         for c, n in sorted(self._unscored.items()):
             notes.append(f"{n} test input(s) of class {c}: no training activations of that class, SA undefined (NaN)")
         return notes
@@ -267,7 +282,7 @@ class SurpriseCriterion(Criterion):
         self._prepare()
 
     def _cover_state(self):
-        meta = {"out_of_range": self._out_of_range, "unscored": {str(k): v for k, v in self._unscored.items()},
+        meta = {"below": self._below, "above": self._above, "unscored": {str(k): v for k, v in self._unscored.items()},
                 "seen_classes": sorted(self._seen_classes)}
         arrays = {"bucket_counts": self._bucket_counts}
         arrays.update({f"width_ids.{c}": ids for c, ids in self._width_ids.items()})
@@ -280,7 +295,7 @@ class SurpriseCriterion(Criterion):
         self._width_ids = {int(k.split(".", 1)[1]): np.asarray(v, np.int64) for k, v in arrays.items()
                            if k.startswith("width_ids.")}
         self._sa = [np.asarray(arrays["sa"], dtype=np.float64)] if "sa" in arrays else []
-        self._out_of_range = int(meta.get("out_of_range", 0))
+        self._below, self._above = int(meta.get("below", 0)), int(meta.get("above", 0))
         self._unscored = {int(k): int(v) for k, v in meta.get("unscored", {}).items()}
         self._seen_classes = {int(c) for c in meta.get("seen_classes", [])}
 
@@ -351,7 +366,7 @@ class LSA(SurpriseCriterion):
                 continue
             columns = self._columns(ats, c)
             try:
-                self._kde[c] = GaussianKDE(ats[rows][:, columns])
+                self._kde[c] = GaussianKDE(ats[rows][:, columns], device=self.device)
             except SingularDensity as exc:
                 if self.on_singular == "error":
                     raise WorkbenchError(f"LSA: the density of class {c}'s training activation traces is singular "
@@ -390,7 +405,7 @@ class DSA(SurpriseCriterion):
     def _prepare(self):
         import torch
 
-        self._train = torch.from_numpy(np.asarray(self.train_ats, dtype=np.float64))
+        self._train = torch.from_numpy(np.asarray(self.train_ats, dtype=np.float64)).to(self.device)
         self._train_sq = (self._train * self._train).sum(1)
         self._b_cache = np.full(len(self.train_ats), np.nan)
 
@@ -399,15 +414,15 @@ class DSA(SurpriseCriterion):
         ties → the lowest index."""
         import torch
 
-        pool = torch.from_numpy(pool)
+        pool = torch.from_numpy(pool).to(x.device)
         y, y_sq = self._train[pool], self._train_sq[pool]
         sq = (x * x).sum(1)[:, None] + y_sq[None, :] - 2.0 * (x @ y.T)
         best = sq.min(dim=1, keepdim=True).values
         # every candidate within rounding of the best is rechecked with exact differences
         slack = 1e-9 * ((x * x).sum(1)[:, None] + y_sq.max()) + 1e-300
         rows, cols = torch.nonzero(sq <= best + slack, as_tuple=True)
-        exact = torch.linalg.vector_norm(x[rows] - y[cols], dim=1).numpy()
-        rows, cols = rows.numpy(), cols.numpy()
+        exact = torch.linalg.vector_norm(x[rows] - y[cols], dim=1).cpu().numpy()
+        rows, cols = rows.cpu().numpy(), cols.cpu().numpy()
         order = np.lexsort((cols, exact, rows))  # per row: smallest distance, then lowest index
         first = np.ones(len(order), dtype=bool)
         first[1:] = rows[order][1:] != rows[order][:-1]
@@ -425,7 +440,7 @@ class DSA(SurpriseCriterion):
             return None
         out = np.empty(len(ats))
         for start in range(0, len(ats), 256):  # bounded memory: 256 × |class| distances at a time
-            x = torch.from_numpy(np.asarray(ats[start:start + 256], dtype=np.float64))
+            x = torch.from_numpy(np.asarray(ats[start:start + 256], dtype=np.float64)).to(self.device)
             a_local, dist_a = self._nearest(x, same)
             a = same[a_local]
             missing = np.unique(a[np.isnan(self._b_cache[a])])
