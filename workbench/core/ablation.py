@@ -33,7 +33,7 @@ import numpy as np
 
 from workbench.core.activations import NeuronDefinition, hook_point, neuron_values
 from workbench.core.errors import WorkbenchError
-from workbench.core.importance import _dataset_identity, cache_key
+from workbench.core.importance import dataset_identity, cache_key
 from workbench.core.jobs import JobContext
 
 ARTIFACT_KIND = "ablation"
@@ -241,7 +241,7 @@ def ablation_check(ctx: JobContext, model, dataset, layer: str, important: Seque
     indices = sample_indices(len(data), max_inputs, seed)
     total = len(data) if indices is None else len(indices)
 
-    how = {"model_fingerprint": model.fingerprint(), **_dataset_identity(dataset, split, data),
+    how = {"model_fingerprint": model.fingerprint(), **dataset_identity(dataset, split, data),
            "layer": layer, "neuron_definition": definition.to_dict(), "important_neurons": chosen, "mode": mode,
            "draws": int(draws), "seed": int(seed), "max_inputs": int(max_inputs) if indices is not None else None,
            "random_from": "all neurons of the layer, uniform without replacement", "downstream_layer": downstream}

@@ -29,7 +29,7 @@ import numpy as np
 
 from workbench.core.activations import NeuronDefinition, hook_point, neuron_values
 from workbench.core.errors import WorkbenchError
-from workbench.core.importance import _neuron_relevance
+from workbench.core.importance import neuron_relevance
 from workbench.core.jobs import JobContext
 from workbench.core.store import atomic_path, write_json
 
@@ -143,7 +143,7 @@ class _LayerReader:
 
     def neuron_relevance(self, R):
         """(B, neurons) float64: a conv channel's relevance summed over its positions, else per element."""
-        return _neuron_relevance(R, self.definition.conv_neuron)  # exactly as importance sums it
+        return neuron_relevance(R, self.definition.conv_neuron)  # exactly as importance sums it
 
     def activations(self, x):
         """(B, neurons) values at the definition's activation point, from a plain forward pass."""

@@ -113,7 +113,7 @@ class ImportanceResult:
         return top_m(self.per_class[cls], m, self.layer)
 
 
-def _dataset_identity(dataset, split_name: str, split) -> dict:
+def dataset_identity(dataset, split_name: str, split) -> dict:
     labels = np.ascontiguousarray(split.labels)
     return {"dataset": dataset.name, "split": split_name, "images": len(split),
             "labels_sha256": hashlib.sha256(labels.tobytes()).hexdigest()[:16]}
@@ -124,7 +124,7 @@ def cache_key(how: dict) -> str:
     return hashlib.sha256(json.dumps(how, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def _neuron_relevance(R, conv_neuron: str):
+def neuron_relevance(R, conv_neuron: str):
     """(B, neurons) float64: a conv channel's relevance is its spatial sum (§1.5), else one value per element."""
     import torch
 
@@ -171,7 +171,7 @@ def compute_importance(ctx: JobContext, model, dataset, layer: str | NeuronDefin
                                  "Leave it empty to use every image.")
         if int(max_inputs) < len(data):
             indices = np.sort(np.random.default_rng(seed).choice(len(data), int(max_inputs), replace=False))
-    determinants = {"model_fingerprint": model.fingerprint(), **_dataset_identity(dataset, split, data),
+    determinants = {"model_fingerprint": model.fingerprint(), **dataset_identity(dataset, split, data),
                     "layer": definition.layer, "neuron_definition": definition.to_dict(),
                     "rule": composite.describe(), "max_inputs": int(max_inputs) if indices is not None else None,
                     "sample_seed": int(seed) if indices is not None else None,
@@ -200,7 +200,7 @@ def compute_importance(ctx: JobContext, model, dataset, layer: str | NeuronDefin
         if relevance.logits.shape[1] != num_classes:
             raise WorkbenchError(f"The model has {relevance.logits.shape[1]} outputs but dataset {dataset.name!r} has "
                                  f"{num_classes} classes.", "Choose a model trained on this dataset.")
-        per_input = _neuron_relevance(relevance.layers[definition.layer], definition.conv_neuron)
+        per_input = neuron_relevance(relevance.layers[definition.layer], definition.conv_neuron)
         if totals is None:
             totals = torch.zeros(per_input.shape[1], dtype=torch.float64, device=device)
             if per_class:
