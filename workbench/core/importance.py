@@ -114,6 +114,7 @@ class ImportanceResult:
 
 
 def dataset_identity(dataset, split_name: str, split) -> dict:
+    """What identifies a split's data in cache keys: dataset name, split, size and a hash of the labels."""
     labels = np.ascontiguousarray(split.labels)
     return {"dataset": dataset.name, "split": split_name, "images": len(split),
             "labels_sha256": hashlib.sha256(labels.tobytes()).hexdigest()[:16]}
