@@ -414,10 +414,7 @@ def _check_logits(logits, dataset, model_name: str) -> None:
 
 def load_ablation(project, name: str) -> AblationResult:
     """Read an ablation artifact back from a project."""
-    artifact = project.load_artifact(name)
-    if artifact.kind != ARTIFACT_KIND:
-        raise WorkbenchError(f"Result {name!r} is a {artifact.kind} result, not an ablation check.",
-                             "Choose an ablation result.")
+    artifact = project.load_artifact(name, ARTIFACT_KIND)
     how = artifact.provenance
     return AblationResult(
         layer=how["layer"], m=len(how["important_neurons"]), mode=how["mode"], draws=int(how["draws"]),

@@ -244,10 +244,7 @@ def _class_rankings(per_class: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 def load_importance(project, name: str) -> ImportanceResult:
     """Read an importance artifact back from a project."""
-    artifact = project.load_artifact(name)
-    if artifact.kind != ARTIFACT_KIND:
-        raise WorkbenchError(f"Result {name!r} is a {artifact.kind} result, not neuron importance.",
-                             "Choose an importance result.")
+    artifact = project.load_artifact(name, ARTIFACT_KIND)
     how = artifact.provenance
     per_class = "per_class" in artifact.names
     return ImportanceResult(

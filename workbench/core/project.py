@@ -161,10 +161,15 @@ class Project:
         self.save()
         return entry
 
-    def load_artifact(self, name: str) -> Artifact:
+    def load_artifact(self, name: str, kind: str | None = None) -> Artifact:
+        """Read an artifact back; with `kind`, refuse one of another kind."""
         if name not in self.settings["artifacts"]:
             raise WorkbenchError(f"The project has no result named {name!r}.", "It may have been deleted.")
-        return read_artifact(self.folder / self.settings["artifacts"][name]["file"])
+        artifact = read_artifact(self.folder / self.settings["artifacts"][name]["file"])
+        if kind is not None and artifact.kind != kind:
+            raise WorkbenchError(f"Result {name!r} is a {artifact.kind} result, not a {kind} result.",
+                                 f"Choose a {kind} result.")
+        return artifact
 
     def find_artifact(self, kind: str, **match) -> str | None:
         """The name of an intact artifact of `kind` whose provenance contains `match`, if any."""
