@@ -72,7 +72,7 @@ def test_a_singular_density_is_reported_not_zeroed():
     assert np.isfinite(sa[0]) and np.isnan(sa[1])
     lsa.update(np.zeros((2, 2)), predictions=[0, 1])
     assert lsa.coverage().covered == (1 if 0 <= sa[0] <= 2000 else 0)
-    assert any("test input(s) of class 1" in w for w in lsa.warnings)
+    assert any("test input(s) predicted as class 1: its density is singular" in w for w in lsa.warnings)
     with pytest.raises(WorkbenchError, match="class 1's training activation traces is singular"):
         LSA(on_singular="error").fit(train, predictions=groups)
     with pytest.raises(WorkbenchError, match="every class"):

@@ -46,6 +46,8 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("view_training", "&Training", "View", "Ctrl+3", "Train a model and watch its curves"),
     ActionSpec("view_importance", "&Importance", "View", "Ctrl+4",
                "Relevant neurons of a layer, their galleries, an input inspector and the ablation check"),
+    ActionSpec("view_coverage", "C&overage", "View", "Ctrl+5",
+               "Coverage of test sets by IDC and the classic criteria, with the IDC and KMNC matrices"),
     ActionSpec("close_view", "&Close view", "View", "Ctrl+W", "Close the current tab (reopen it from this menu)"),
     ActionSpec("toggle_project_dock", "&Project panel", "View", "Ctrl+Shift+P", checkable=True,
                separator_before=True),
@@ -106,7 +108,9 @@ class ShortcutsDialog(QDialog):
         extra = [("Data", "Move between thumbnails", "Arrow keys"),
                  ("Data", "Show the thumbnail in the inspector", "Enter"),
                  ("Importance", "Move between gallery images", "Arrow keys"),
-                 ("Importance", "Show the gallery image in the input inspector", "Enter")]
+                 ("Importance", "Show the gallery image in the input inspector", "Enter"),
+                 ("Coverage", "Move between a cell's inputs", "Arrow keys"),
+                 ("Coverage", "Inspect the input in the Importance view", "Enter")]
         table = QTableWidget(len(rows) + len(extra), 3)
         table.setObjectName("shortcutsTable")
         table.setHorizontalHeaderLabels(["Menu", "Action", "Shortcut"])

@@ -18,3 +18,6 @@ RELEVANCE_COLORMAP = "CET-D1"  # signed relevance: blue–white–red, centred a
 MARKED = QColor("#e8710a")  # the top-m neurons, in bars and markers: outside both colour maps
 UNMARKED = QColor("#9aa0a6")  # every other neuron's bar
 EMPTY_CELL = QColor("#8a8a8a")  # cells with no value (a class without correctly classified inputs, NaN)
+UNCOVERED = QColor("#cfcfcf")  # coverage cells no input reached: a neutral grey outside the count colour map
+BOTH_SETS = QColor("#332288")  # difference view: cells both test sets cover (each set alone: its own colour)
+NEVER_COVERABLE = QColor("#7a7a7a")  # KMNC neurons constant on the training data: hatched in this grey

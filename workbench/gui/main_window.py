@@ -28,6 +28,7 @@ from workbench.gui.selection import Selection
 from workbench.gui.selection_toolbar import SelectionToolBar
 from workbench.gui.session import Session
 from workbench.gui.status_bar import StatusBar
+from workbench.gui.views.coverage_view import CoverageView
 from workbench.gui.views.data_view import DataView
 from workbench.gui.views.importance_view import ImportanceView
 from workbench.gui.views.model_view import ModelView
@@ -35,7 +36,8 @@ from workbench.gui.views.training_view import TrainingView
 from workbench.gui.widgets.jobs_panel import JobsPanel
 from workbench.gui.widgets.notice_bar import NoticeBar
 
-VIEW_TITLES = {"data": "Data", "model": "Model", "training": "Training", "importance": "Importance"}
+VIEW_TITLES = {"data": "Data", "model": "Model", "training": "Training", "importance": "Importance",
+               "coverage": "Coverage"}
 DEFAULT_SIZE = (1440, 900)
 _open_windows: set["MainWindow"] = set()  # windows opened from another window, kept alive here
 
@@ -54,7 +56,8 @@ class MainWindow(QMainWindow):
         self.views = {"data": DataView(self.session, self.selection),
                       "model": ModelView(self.session, self.selection),
                       "training": TrainingView(self.session, self.selection),
-                      "importance": ImportanceView(self.session, self.selection)}
+                      "importance": ImportanceView(self.session, self.selection),
+                      "coverage": CoverageView(self.session, self.selection)}
         self.tabs = QTabWidget()
         self.tabs.setObjectName("viewTabs")
         self.tabs.setDocumentMode(True)
@@ -126,7 +129,8 @@ class MainWindow(QMainWindow):
             "evaluate": self.evaluate_selected, "train": lambda: self.show_view("training"),
             "view_data": lambda: self.show_view("data"), "view_model": lambda: self.show_view("model"),
             "view_training": lambda: self.show_view("training"),
-            "view_importance": lambda: self.show_view("importance"), "close_view": self.close_current_view,
+            "view_importance": lambda: self.show_view("importance"),
+            "view_coverage": lambda: self.show_view("coverage"), "close_view": self.close_current_view,
             "toggle_project_dock": self.project_dock.toggleViewAction(),
             "toggle_jobs_dock": self.jobs_dock.toggleViewAction(),
             "restore_layout": self.restore_default_layout, "full_screen": self.set_full_screen,
@@ -198,6 +202,8 @@ class MainWindow(QMainWindow):
         self.jobs_panel.open_requested.connect(self.open_job)
         self.views["model"].open_model_requested.connect(self.open_model_file)
         self.views["importance"].open_model_requested.connect(self.open_model_file)
+        self.views["coverage"].open_model_requested.connect(self.open_model_file)
+        self.views["coverage"].inspect_requested.connect(lambda: self.show_view("importance"))
         self.views["model"].train_requested.connect(lambda: self.show_view("training"))
         self.views["training"].trained.connect(lambda _: self.show_view("training"))
 
@@ -305,6 +311,8 @@ class MainWindow(QMainWindow):
             if payload.get("kind") in ("importance", "ablation") and how.get("layer"):
                 self.selection.set_layer(how["layer"])
                 self.show_view("importance")
+            elif payload.get("kind") in ("coverage", "coverage-fit"):
+                self.show_view("coverage")
             else:
                 self.show_view("model")
         else:
@@ -313,14 +321,14 @@ class MainWindow(QMainWindow):
     def open_job(self, job: Job) -> None:
         """Double-click in the jobs panel: a failure shows its error again, a result its view."""
         from workbench.core.data import Dataset
-        from workbench.gui.tasks import ModelBundle, StoredRun, TrainedModel
+        from workbench.gui.tasks import ModelBundle, SetCoverage, StoredRun, TrainedModel
 
         if job.record.state == FAILED:
             self._dialog(report_error(self, job.record.error, job.record.details, title=f"{job.name} failed"))
         elif isinstance(job.result, (TrainedModel,)):
             self.show_view("training")
         elif isinstance(job.result, StoredRun):
-            self.show_view("importance")
+            self.show_view("coverage" if isinstance(job.result.result, SetCoverage) else "importance")
         elif isinstance(job.result, ModelBundle):
             self.show_view("model")
         elif isinstance(job.result, dict) and "confusion" in job.result:

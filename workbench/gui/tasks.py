@@ -160,6 +160,12 @@ class ProjectSnapshot(Project):
         artifacts = dict(project.settings["artifacts"]) if reuse else {}
         super().__init__(project.folder, {**project.settings, "artifacts": artifacts}, [], read_only=True)
         self.saves: list[tuple[str, str, dict, dict]] = []  # (kind, name, arrays, provenance)
+        self.writable = not project.read_only  # whether the session will be able to write the saves
+
+    def ensure_writable(self) -> None:
+        """A job checking before its work asks about the real project: the snapshot itself only collects."""
+        if not self.writable:
+            super().ensure_writable()
 
     def save_artifact(self, kind: str, name: str, arrays: dict[str, np.ndarray], **how) -> dict:
         self.saves.append((kind, name, arrays, how))
@@ -214,3 +220,63 @@ def ablation_check(ctx: JobContext, model: LoadedModel, dataset: Dataset, layer:
     result = run(ctx, model, dataset, layer, [int(n) for n in important], draws=draws, split="test",
                  project=snapshot)
     return StoredRun(result, snapshot.saves)
+
+
+# --- coverage -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class SetCoverage:
+    """Every criterion measured on one test set: results by criterion key, and the criteria that
+    could not be measured with the error that stopped them (a group of criteria shares one error)."""
+
+    results: dict = field(default_factory=dict)  # criterion key → core CoverageResult
+    errors: dict = field(default_factory=dict)  # criterion key → WorkbenchError
+    artifact: str | None = None  # set to None by the session when the results could not be stored
+
+
+def measure_coverage_set(ctx: JobContext, model: LoadedModel, dataset: Dataset, test_split, test_indices,
+                         layer: str, groups: list[tuple[str, ...]], m: int, importance,
+                         snapshot: ProjectSnapshot) -> StoredRun:
+    """Measure each group of criteria on one test set (core `measure_coverage`), a group at a time.
+
+    Groups fail on their own: an m the layer cannot give stops IDC, a singular density stops surprise
+    adequacy, and the other criteria are still measured. Fits and results stored in the project
+    are reused; new ones come back as saves. `test_split` is a split name of `dataset` or a `Split`.
+    """
+    from workbench.core.coverage import measure_coverage
+
+    project = snapshot if snapshot.writable else None  # a read-only project is measured, not stored
+    measured = SetCoverage()
+    for criteria in groups:
+        try:
+            measured.results.update(measure_coverage(
+                ctx, model, dataset, layer, criteria, test_split=test_split, test_indices=test_indices, m=m,
+                importance=importance if "idc" in criteria else None, project=project))
+        except WorkbenchError as exc:
+            measured.errors.update({name: exc for name in criteria})
+    return StoredRun(measured, snapshot.saves)
+
+
+def kmnc_sections(ctx: JobContext, model: LoadedModel, dataset: Dataset, test_split, test_indices, kmnc,
+                  point: str, batch_size: int = 500) -> np.ndarray:
+    """(inputs, neurons) the KMNC section each measured input covers at each neuron (−1: none), in the
+    order the inputs were measured: which inputs fall in a cell of the neuron × section matrix.
+
+    The activations are captured exactly as the coverage job captured them (whole layer tensors at the
+    same activation point), so a cell's inputs are the ones its count was made of.
+    """
+    from workbench.core.activations import NeuronDefinition, stream_activations
+    from workbench.core.layers import layer_catalogue
+
+    split = dataset.split(test_split) if isinstance(test_split, str) else test_split
+    shapes = {info.name: tuple(info.output_shape) for info in layer_catalogue(model.module, dataset.image_shape)}
+    captures = {name: NeuronDefinition(name, point, "element") for name in kmnc.layers}
+    total = len(split) if test_indices is None else len(test_indices)
+    sections = np.full((total, kmnc.neurons), -1, dtype=np.int16 if kmnc.k < 32768 else np.int32)
+    for start, acts, predictions in stream_activations(ctx, model.module, split, list(captures.values()),
+                                                       dataset.image_shape, batch_size, test_indices):
+        n = len(predictions)
+        layers = {name: acts[d].reshape((n,) + shapes[name]) for name, d in captures.items()}
+        sections[start:start + n] = kmnc.profile(layers)
+    return sections

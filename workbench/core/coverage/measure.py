@@ -91,7 +91,7 @@ def preset_layers(catalogue: list[LayerInfo], preset: str, layers=None) -> tuple
         raise WorkbenchError(f"Unknown preset {preset!r}.", f"Use one of {', '.join(PRESETS)}.")
     if layers:
         names = [layers] if isinstance(layers, str) else list(layers)
-        known = {layer.name for layer in catalogue}
+        known = [layer.name for layer in catalogue]  # a list: the valid layers are named in model order
         missing = [n for n in names if n not in known]
         if missing:
             raise WorkbenchError(f"The model has no layer {missing[0]!r}.", f"Valid layers: {', '.join(known)}.")
@@ -184,15 +184,19 @@ def measure_coverage(ctx: JobContext, model, dataset, layer: str | NeuronDefinit
                      m: int = 6, seed: int = 0, project=None, per_class: bool = False, route: str = "label",
                      preset: str = "deepimportance", layers=None, options: dict | None = None,
                      rule="lrp-0", importance=None, batch_size: int = 500, curve_every: int = 100,
-                     test_indices=None) -> dict[str, CoverageResult]:
+                     test_indices=None, states: dict | None = None) -> dict[str, CoverageResult]:
     """Measure `criteria` (names, `Criterion` objects, or (key, criterion) pairs) on a test set.
 
     `model` is a `LoadedModel`, `dataset` a `Dataset`; `test_split` a split name of it or a `Split`
     (e.g. generated inputs), `test_indices` a subset of it. `options` maps a criterion name to its
     options (e.g. {"kmnc": {"k": 100}}). `importance` may pass an `ImportanceResult` for IDC;
-    otherwise it is computed with `rule` (and reused from the project). Returns {key: CoverageResult}.
+    otherwise it is computed with `rule` (and reused from the project). `states` maps a criterion key
+    to a saved criterion state (`Criterion.state_dict()`, e.g. from `artifacts.load_state_file`) whose
+    fit is used instead of fitting; a state made for another model, layer, data or options is refused
+    by its recorded identity hash before any test input is measured. Returns {key: CoverageResult}.
     """
     options = options or {}
+    states = states or {}
     module = model.module
     catalogue = layer_catalogue(module, dataset.image_shape)  # refuses an image shape the model cannot take
     if isinstance(test_split, Split):
@@ -214,6 +218,10 @@ def measure_coverage(ctx: JobContext, model, dataset, layer: str | NeuronDefinit
     entries = _build(criteria, options, dataset.num_classes, definition,
                      lambda: preset_layers(catalogue, preset, layers), "dnn-tip" if preset == "dnn-tip" else "spec",
                      m, seed, per_class, route)
+    unknown = sorted(set(states) - {key for key, _, _ in entries})
+    if unknown:
+        raise WorkbenchError(f"A saved state was given for {', '.join(map(repr, unknown))}, which is not measured.",
+                             f"Measured: {', '.join(key for key, _, _ in entries)}.")
 
     fingerprint = model.fingerprint()
     train_id = split_identity(dataset, train_split, train)
@@ -244,8 +252,13 @@ def measure_coverage(ctx: JobContext, model, dataset, layer: str | NeuronDefinit
                   "train": train_id, "test": test_id, "per_class": bool(per_class), "route": route,
                   "preset": preset, "seed": int(seed), "curve_every": int(curve_every),
                   "versions": _versions()}
-    todo_fit, todo_test, fit_names = [], [], {}
+    todo_fit, todo_test, given_fits, fit_names = [], [], [], {}
     for key, criterion, point in entries:
+        if key in states:  # refused unless its recorded identity hash is this criterion's
+            criterion.load_state_dict(states[key])
+            if criterion.needs_fit and not criterion.fitted:
+                raise WorkbenchError(f"The saved {criterion.name} state holds no fitted criterion.",
+                                     "Save the state of a criterion after measuring with it.")
         fit_key = criterion.identity_hash
         inner = _inner(criterion)
         kept = {k: getattr(inner, k, None) for k in inner.bookkeeping}  # what the stored result must hold
@@ -258,12 +271,14 @@ def measure_coverage(ctx: JobContext, model, dataset, layer: str | NeuronDefinit
                 results[key] = _result(key, criterion, artifacts.read_curve(project, found), how, test_indices,
                                        artifact=found, fit_artifact=how.get("fit_artifact"), reused=True)
                 continue
-            found = project.find_artifact(artifacts.FIT_KIND, cache_key=fit_key) if criterion.needs_fit else None
-            if found is not None:
+        found = project.find_artifact(artifacts.FIT_KIND, cache_key=fit_key) \
+            if criterion.needs_fit and project is not None else None
+        if found is not None:
+            if key not in states:  # a given state is the same fit already
                 criterion.load_state_dict(artifacts.read_state(project, found)[0])
-                fit_names[key] = found
-            elif criterion.needs_fit:
-                todo_fit.append((key, criterion, point))
+            fit_names[key] = found
+        elif key in states and criterion.needs_fit:
+            given_fits.append((key, criterion, point))  # stored with the result, like a fit made here
         elif criterion.needs_fit:
             todo_fit.append((key, criterion, point))
         todo_test.append((key, criterion, point, fit_key, result_key))
@@ -276,7 +291,7 @@ def measure_coverage(ctx: JobContext, model, dataset, layer: str | NeuronDefinit
         curves = _test_pass(ctx, module, test, test_indices, catalogue, [(k, c, p) for k, c, p, _, _ in todo_test],
                             batch_size, curve_every, dataset.image_shape)
         if project is not None:  # stored only once everything is done: a cancelled run stores nothing
-            for key, criterion, point in todo_fit:
+            for key, criterion, point in todo_fit + given_fits:
                 name = f"coverage-fit-{model.name}-{key}-{criterion.identity_hash[:8]}"
                 fit_names[key] = artifacts.save_fit(project, name, criterion.state_dict(include_cover=False),
                                                     cache_key=criterion.identity_hash, criterion=criterion.name,

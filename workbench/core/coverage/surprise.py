@@ -266,8 +266,11 @@ class SurpriseCriterion(Criterion):
         if self._above:
             where = f"above {self.sc_upper:g}" if self.sc_upper is not None else "that is not finite"
             notes.append(f"{self._above} test input(s) had an SA {where} and cover no bucket")
+        grouped = "predicted as" if self.by == "prediction" else "of"
         for c, n in sorted(self._unscored.items()):
-            notes.append(f"{n} test input(s) of class {c}: no training activations of that class, SA undefined (NaN)")
+            why = ("its density is singular" if c in getattr(self, "singular_classes", {})
+                   else "no training activations of that class")
+            notes.append(f"{n} test input(s) {grouped} class {c}: {why}, SA undefined (NaN)")
         return notes
 
     # --- state -------------------------------------------------------------------------------------

@@ -1,0 +1,708 @@
+"""The Coverage view: how much of a model's behaviour chosen test sets exercise, by every criterion.
+
+Choose the IDC layer (the shared selection's layer), m, the criteria and the test sets; every set is
+measured in a job (see `coverage_runs.py`) and the view fills in as the jobs report: the summary
+table (criterion × set), the growth of the chosen criterion against the number of inputs, the IDC
+combination matrix and the KMNC neuron × section matrix. A matrix shows one set's counts or the
+difference of two sets; clicking a cell lists the inputs that fall in it, and the current input is
+the linked selection's input, which the Importance view's inspector explains. Selecting a neuron on
+the IDC matrix's headers selects it everywhere, and the selected neuron is outlined here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QHBoxLayout, QLabel, QMenu, QPushButton, QSpinBox,
+                               QSplitter, QTabWidget, QToolButton, QVBoxLayout, QWidget)
+
+from workbench.core.errors import WorkbenchError
+from workbench.gui.coverage_choices import (CRITERIA, CRITERION_HELP, CRITERION_TITLES, DEFAULT_CRITERIA, default_sets,
+                                            set_color, test_set_choices)
+from workbench.gui.coverage_runs import DONE, RUNNING, CoverageRequest, CoverageRuns
+from workbench.gui.errors import report_error
+from workbench.gui.selection import Selection
+from workbench.gui.session import Session
+from workbench.gui.views.coverage_matrices import MAX_DRAWN_CELLS, IdcPanel, KmncPanel, MatrixSet, largest_drawable_m
+from workbench.gui.views.coverage_report import cell_text, growth_curves, summary_text
+from workbench.gui.views.importance_view import default_layer, error_text
+from workbench.gui.views.model_view import section_label
+from workbench.gui.widgets.cell_inputs import CellInputs
+from workbench.gui.widgets.coverage_table import CoverageTable
+from workbench.gui.widgets.empty_state import MessageOrContent
+from workbench.gui.widgets.export import export_csv, export_png
+from workbench.gui.widgets.growth_plot import GrowthPlot
+
+DEFAULT_M = 6
+MAX_M = 32
+M_DEBOUNCE_MS = 400  # a new m is measured once the spin box rests
+REDRAW_MS = 100  # running values arrive per batch; the table and plot follow at this pace
+
+
+class CoverageView(QWidget):
+    open_model_requested = Signal()
+    inspect_requested = Signal()  # show the selected input in the Importance view's inspector
+
+    def __init__(self, session: Session, selection: Selection, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("coverageView")
+        self.session, self.selection = session, selection
+        self.runs = CoverageRuns(session, self)
+        self.criteria = list(DEFAULT_CRITERIA)
+        self.set_keys: list[str] | None = None  # the chosen sets; None until the defaults are known
+        self.choices = []
+        self.cell: tuple[str, int, int] | None = None  # (matrix, row, column) whose inputs are listed
+        self._catalogue_of: tuple | None = None
+        self._layers: list[str] = []
+        self._table_layout: tuple | None = None
+        self._painted: dict[str, tuple] = {}  # what each matrix shows, so partial updates leave it alone
+
+        self.layer_box = QComboBox()
+        self.layer_box.setObjectName("coverageLayerPicker")
+        self.layer_box.setMinimumWidth(210)
+        self.layer_box.setToolTip("The layer IDC measures (the neuron criteria measure every layer)")
+        self.layer_box.activated.connect(lambda i: 0 <= i < len(self._layers) and
+                                         self.selection.set_layer(self._layers[i]))
+        self.m_box = QSpinBox()
+        self.m_box.setObjectName("coverageMBox")
+        self.m_box.setRange(1, MAX_M)
+        self.m_box.setValue(DEFAULT_M)
+        self.m_box.setToolTip("IDC's m: how many of the layer's most relevant neurons combine their clusters")
+        self.m_timer = QTimer(self)
+        self.m_timer.setSingleShot(True)
+        self.m_timer.setInterval(M_DEBOUNCE_MS)
+        self.m_timer.timeout.connect(self.refresh)
+        self.m_box.valueChanged.connect(lambda _: self.m_timer.start())
+        self.criteria_button = self._menu_button("Criteria", "Which coverage criteria to measure")
+        self.criteria_menu = self.criteria_button.menu()
+        self.criterion_actions = {}
+        for name, title, _, _ in CRITERIA:
+            action = self.criteria_menu.addAction(f"{title} — {CRITERION_HELP[name]}")
+            action.setCheckable(True)
+            action.setChecked(name in self.criteria)
+            action.toggled.connect(lambda on, name=name: self._toggle_criterion(name, on))
+            self.criterion_actions[name] = action
+        self.sets_button = self._menu_button("Test sets", "Which test sets to measure and compare")
+        self.sets_button.setObjectName("testSetsButton")
+        self.sets_menu = self.sets_button.menu()
+        self.sets_menu.aboutToShow.connect(self._fill_sets_menu)
+        self.again_button = QPushButton("Measure again")
+        self.again_button.setToolTip("Fit the criteria and measure every set again instead of reading stored results")
+        self.again_button.clicked.connect(self.runs.again)
+        self.export_button = self._menu_button("Export", "Save the matrices and plots as PNG, their data as CSV")
+        self.export_actions = self._export_menu(self.export_button.menu())
+        self.export_button.menu().aboutToShow.connect(self._update_export_actions)
+
+        controls = QHBoxLayout()
+        for text, widget in (("Layer", self.layer_box), ("m", self.m_box)):
+            label = QLabel(text)
+            label.setBuddy(widget)
+            controls.addWidget(label)
+            controls.addWidget(widget)
+            controls.addSpacing(6)
+        controls.addWidget(self.criteria_button)
+        controls.addWidget(self.sets_button)
+        controls.addStretch(1)
+        controls.addWidget(self.again_button)
+        controls.addWidget(self.export_button)
+        self.summary = QLabel()
+        self.summary.setObjectName("coverageSummary")
+        self.summary.setWordWrap(True)
+        self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+
+        self.table = CoverageTable()
+        self.table.setObjectName("coverageTable")
+        self.table.criterion_chosen.connect(lambda _: self._show_growth())
+        self.growth = GrowthPlot()
+        self.growth.setObjectName("growthPlot")
+        self.growth_title = section_label("Growth")
+
+        self.a_box, self.b_box = QComboBox(), QComboBox()
+        self.a_box.setToolTip("The test set whose counts the matrices show (set A)")
+        self.b_box.setToolTip("The test set to compare with (set B)")
+        self.difference = QCheckBox("Difference with")
+        self.difference.setObjectName("differenceToggle")
+        self.difference.setToolTip("Colour each cell by who covers it: only A, only B, both, or neither. Test vs "
+                                   "train shows what training reaches and the test set misses; correct vs "
+                                   "wrong shows behaviour only misclassified inputs exercise")
+        self.log_scale = QCheckBox("Log colour scale")
+        self.log_scale.setChecked(True)  # a few combinations hold most inputs: a linear scale hides the rest
+        for widget in (self.a_box, self.b_box):
+            widget.activated.connect(lambda _: self._on_matrix_choice())
+        for box in (self.difference, self.log_scale):
+            box.toggled.connect(lambda _: self._on_matrix_choice())
+        matrix_controls = QHBoxLayout()
+        matrix_controls.addWidget(QLabel("Set"))
+        matrix_controls.addWidget(self.a_box)
+        matrix_controls.addSpacing(6)
+        matrix_controls.addWidget(self.difference)
+        matrix_controls.addWidget(self.b_box)
+        matrix_controls.addStretch(1)
+        matrix_controls.addWidget(self.log_scale)
+        self.idc = IdcPanel()
+        self.idc.cell_clicked.connect(lambda r, c: self._choose_cell("idc", r, c))
+        self.idc.neuron_clicked.connect(self.selection.set_neuron)
+        self.kmnc = KmncPanel()
+        self.kmnc.cell_clicked.connect(lambda r, c: self._choose_cell("kmnc", r, c))
+        self.kmnc.rows_changed.connect(self._on_kmnc_rows)
+        self.matrix_tabs = QTabWidget()
+        self.matrix_tabs.setObjectName("matrixTabs")
+        self.matrix_tabs.setDocumentMode(True)
+        self.matrix_tabs.addTab(self.idc, "IDC combinations")
+        self.matrix_tabs.addTab(self.kmnc, "KMNC neuron × section")
+        self.matrix_tabs.currentChanged.connect(lambda _: self._show_matrices())
+        self.cell_inputs = CellInputs()
+        self.cell_inputs.input_chosen.connect(self._on_input_chosen)
+        self.cell_inputs.inspect_requested.connect(self.inspect_requested)
+
+        left = QSplitter(Qt.Orientation.Vertical)
+        left.addWidget(self._section(section_label("Coverage by criterion and test set"), self.table))
+        left.addWidget(self._section(self.growth_title, self.growth))
+        left.setSizes([250, 330])
+        matrices = QWidget()
+        matrices_layout = QVBoxLayout(matrices)
+        matrices_layout.setContentsMargins(0, 0, 0, 0)
+        matrices_layout.addLayout(matrix_controls)
+        matrices_layout.addWidget(self.matrix_tabs, 1)
+        right = QSplitter(Qt.Orientation.Vertical)
+        right.addWidget(matrices)
+        right.addWidget(self._section(section_label("Inputs in the chosen cell"), self.cell_inputs))
+        right.setSizes([480, 210])
+        body = QSplitter()
+        body.addWidget(left)
+        body.addWidget(right)
+        body.setSizes([540, 640])
+        content = QWidget()
+        content_layout = QVBoxLayout(content)
+        content_layout.setContentsMargins(0, 0, 0, 0)
+        content_layout.addLayout(controls)
+        content_layout.addWidget(self.summary)
+        content_layout.addWidget(body, 1)
+        self.stack = MessageOrContent(content)
+        self.empty = self.stack.empty
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(6, 6, 6, 6)
+        outer.addWidget(self.stack)
+
+        self._redraw = QTimer(self)
+        self._redraw.setSingleShot(True)
+        self._redraw.setInterval(REDRAW_MS)
+        self._redraw.timeout.connect(self._show_all)
+        self.runs.changed.connect(self._on_run_changed)
+        self.runs.sections_ready.connect(lambda _: self._show_cell())
+        selection.changed.connect(self._on_selection)
+        for signal in (session.model_loaded, session.model_failed, session.dataset_loaded, session.dataset_failed):
+            signal.connect(lambda _: self.refresh())
+        session.ready.connect(self.refresh)
+        session.project_changed.connect(self.refresh)
+        session.evaluation_ready.connect(lambda _: self.cell is not None and self._show_cell())
+        self.refresh()
+
+    # --- construction helpers ---------------------------------------------------------------------
+
+    @staticmethod
+    def _menu_button(text: str, tip: str) -> QToolButton:
+        button = QToolButton()
+        button.setText(text)
+        button.setToolTip(tip)
+        button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        menu = QMenu(button)
+        menu.setToolTipsVisible(True)
+        button.setMenu(menu)
+        return button
+
+    @staticmethod
+    def _section(title: QWidget, widget: QWidget) -> QWidget:
+        box = QWidget()
+        layout = QVBoxLayout(box)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(title)
+        layout.addWidget(widget, 1)
+        return box
+
+    # --- following the selection -------------------------------------------------------------------
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        self.refresh()
+
+    def _on_selection(self, what: str) -> None:
+        if what == "neuron":
+            self._show_neuron()
+        elif what != "input":
+            self.refresh()
+
+    def refresh(self) -> None:
+        """Measure what the controls ask for, if it is not there yet; nothing starts while hidden."""
+        if not self.isVisible():
+            return
+        bundle, data = self._ready_inputs()
+        if bundle is None:
+            return
+        if not self._fill_layers(bundle):
+            return
+        layer = self.selection.layer
+        if layer not in self._layers:
+            self.selection.set_layer(default_layer(bundle.catalogue))  # comes back here through `changed`
+            return
+        self.stack.show_content()
+        spec = self.selection.dataset
+        self.choices = test_set_choices(self.session.project, spec, {s: len(v) for s, v in data.splits.items()})
+        keys = [c.key for c in self.choices]
+        if self.set_keys is None or not any(k in keys for k in self.set_keys):
+            self.set_keys = default_sets(self.choices)
+        self.set_keys = [k for k in self.set_keys if k in keys]
+        chosen = [next(c for c in self.choices if c.key == k) for k in self.set_keys]
+        criteria = tuple(name for name, _, _, _ in CRITERIA if name in self.criteria)
+        request = CoverageRequest(self.selection.model, bundle.fingerprint, spec, layer, self.m_box.value(), criteria)
+        if request != self.runs.current:
+            self._forget_cell()
+            self._painted = {}
+        self._lay_out(request, chosen)
+        self.runs.request(request, chosen)
+        self._show_all()
+
+    def _ready_inputs(self):
+        """The loaded model bundle and dataset, or (None, None) after saying what is missing."""
+        model, spec, session = self.selection.model, self.selection.dataset, self.session
+        if model is None:
+            self.stack.show_message("No model in this project", "Open a model file or add a bundled model from the "
+                                    "Project menu; its coverage is measured here.",
+                                    [("Open model file…", self.open_model_requested.emit)])
+            return None, None
+        if spec is None:
+            self.stack.show_message("No dataset to measure coverage on", "Add a dataset from the Project menu.")
+            return None, None
+        for kind, key, loaded, errors, load in (
+                ("dataset", spec, session.datasets, session.dataset_errors, session.load_dataset),
+                ("model", model, session.models, session.model_errors, session.load_model)):
+            if key in loaded:
+                continue
+            title = session.dataset_title(key) if kind == "dataset" else key
+            if key in errors:
+                self.stack.show_message(f"{title} could not be loaded", error_text(errors[key]),
+                                        [("Try again", lambda load=load, key=key: load(key))])
+            else:
+                self.stack.show_message(f"Loading {title}…", busy=True)
+                load(key)
+            return None, None
+        problem = session.compatibility_problem(model, spec)
+        if problem:
+            self.stack.show_message("This model does not fit this dataset",
+                                    problem + "\nChoose the dataset the model was made for in the tool bar.")
+            return None, None
+        return session.models[model], session.datasets[spec]
+
+    def _fill_layers(self, bundle) -> bool:
+        if not bundle.catalogue:
+            self.stack.show_message("The model's layers could not be listed",
+                                    bundle.catalogue_error or "The model has no layers to measure.")
+            return False
+        if self._catalogue_of != (self.selection.model, bundle.fingerprint):
+            default = default_layer(bundle.catalogue)
+            self._layers = [layer.name for layer in bundle.catalogue]
+            self.layer_box.clear()
+            for layer in bundle.catalogue:
+                text = f"{layer.name} — {layer.type}, {layer.neurons:,} neurons"
+                self.layer_box.addItem(text + ("  (IDC default)" if layer.name == default else ""))
+            self._catalogue_of = (self.selection.model, bundle.fingerprint)
+        if self.selection.layer in self._layers:
+            self.layer_box.setCurrentIndex(self._layers.index(self.selection.layer))
+        return True
+
+    # --- choosing criteria and sets ----------------------------------------------------------------
+
+    def _toggle_criterion(self, name: str, on: bool) -> None:
+        chosen = [n for n in self.criteria if n != name] + ([name] if on else [])
+        if not chosen:  # at least one criterion stays
+            self.criterion_actions[name].setChecked(True)
+            return
+        self.criteria = chosen
+        self.criteria_button.setText(f"Criteria ({len(chosen)})")
+        self.refresh()
+
+    def choose_criteria(self, names) -> None:
+        for name, action in self.criterion_actions.items():
+            action.blockSignals(True)
+            action.setChecked(name in names)
+            action.blockSignals(False)
+        self.criteria = [n for n in names if n in self.criterion_actions]
+        self.criteria_button.setText(f"Criteria ({len(self.criteria)})")
+        self.refresh()
+
+    def _fill_sets_menu(self) -> None:
+        menu = self.sets_menu
+        menu.clear()
+        for choice in self.choices:
+            action = menu.addAction(choice.description)
+            action.setCheckable(True)
+            action.setChecked(choice.key in (self.set_keys or []))
+            action.setEnabled(not choice.reason)
+            action.setToolTip(choice.reason or f"Measure {choice.title}")
+            action.toggled.connect(lambda on, key=choice.key: self._toggle_set(key, on))
+
+    def _toggle_set(self, key: str, on: bool) -> None:
+        keys = [k for k in (self.set_keys or []) if k != key] + ([key] if on else [])
+        if keys:  # at least one set stays
+            self.choose_sets(keys)
+
+    def choose_sets(self, keys: list[str]) -> None:
+        """Measure these sets (keys of `choices`), in the order given."""
+        self.set_keys = list(dict.fromkeys(keys))
+        self.refresh()
+
+    # --- laying the view out for a request -----------------------------------------------------------
+
+    def set_titles(self) -> list[tuple[str, str]]:
+        return [(k, next(c.title for c in self.choices if c.key == k)) for k in self.set_keys or []]
+
+    def color_of(self, key: str):
+        return set_color(self.set_keys.index(key))
+
+    def _lay_out(self, request: CoverageRequest, chosen) -> None:
+        layout = (request, tuple(c.key for c in chosen))
+        if layout == self._table_layout:
+            return
+        self._table_layout = layout
+        notes = {"idc": f"({request.layer}, m = {request.m})"}
+        self.table.set_layout(list(request.criteria), [(c.key, c.title, self.color_of(c.key)) for c in chosen], notes)
+        self.sets_button.setText(f"Test sets ({len(chosen)})")
+        self.criteria_button.setText(f"Criteria ({len(request.criteria)})")
+        for box in (self.a_box, self.b_box):
+            previous = box.currentData()
+            box.blockSignals(True)
+            box.clear()
+            for c in chosen:
+                box.addItem(c.title, c.key)
+            keys = [c.key for c in chosen]
+            if previous in keys:
+                box.setCurrentIndex(keys.index(previous))
+            elif box is self.b_box and len(keys) > 1:
+                box.setCurrentIndex(1)
+            box.blockSignals(False)
+        self.difference.setEnabled(len(chosen) > 1)
+        self.b_box.setEnabled(len(chosen) > 1)
+        if len(chosen) < 2:
+            self.difference.setChecked(False)
+
+    # --- showing what the runs report ------------------------------------------------------------
+
+    def _on_run_changed(self, key: str) -> None:
+        if key not in (self.set_keys or []) or self._table_layout is None:
+            return
+        if self.runs.runs[key].state == RUNNING:  # values per batch: redraw at most every REDRAW_MS
+            if not self._redraw.isActive():
+                self._redraw.start()
+        else:
+            self._show_all()
+
+    def _show_all(self) -> None:
+        self._show_table()
+        self._show_summary()
+        self._show_growth()
+        self._show_matrices()
+
+    def _show_table(self) -> None:
+        for key in self.set_keys or []:
+            run = self.runs.runs.get(key)
+            for name in self.table.criteria:
+                self.table.set_cell(name, key, *cell_text(run, name))
+
+    def _show_summary(self) -> None:
+        request = self.runs.current
+        if request is not None:
+            runs = [self.runs.runs[k] for k in self.set_keys or [] if k in self.runs.runs]
+            self.summary.setText(summary_text(request, self.session.datasets.get(request.dataset), runs))
+
+    def growth_criterion(self) -> str | None:
+        return self.table.current_criterion() or (self.table.criteria[0] if self.table.criteria else None)
+
+    def _show_growth(self) -> None:
+        name = self.growth_criterion()
+        if name is None:
+            return
+        title = CRITERION_TITLES.get(name, name)
+        self.growth_title.setText(f"Growth of {title} with the number of inputs")
+        runs = [(self.runs.runs[k], self.color_of(k)) for k in self.set_keys or [] if k in self.runs.runs]
+        self.growth.set_curves(title, *growth_curves(name, runs))
+
+    # --- the matrices ----------------------------------------------------------------------------------
+
+    def matrix_sets(self) -> tuple[str | None, str | None]:
+        """(A, B): the set the matrices show, and the one compared with it (None without difference)."""
+        a = self.a_box.currentData()
+        b = self.b_box.currentData() if self.difference.isChecked() else None
+        return a, (b if b != a else None)
+
+    def _on_matrix_choice(self) -> None:
+        self._painted = {}
+        self._show_matrices()
+        if self.cell is not None:
+            self._show_cell()
+
+    def _show_matrices(self) -> None:
+        if self.runs.current is None:
+            return
+        self._show_matrix("idc", self.idc)
+        self._show_matrix("kmnc", self.kmnc)
+
+    def _show_matrix(self, which: str, panel) -> None:
+        a_key, b_key = self.matrix_sets()
+        run_a = self.runs.runs.get(a_key) if a_key else None
+        title = CRITERION_TITLES[which]
+        if which not in self.runs.current.criteria:
+            self._painted.pop(which, None)
+            panel.show_message(f"{title} is not measured", f"Choose {title} among the criteria to see its matrix.",
+                               [(f"Measure {title}", lambda: self.choose_criteria(self.criteria + [which]))])
+            return
+        result = run_a.result(which) if run_a is not None else None
+        if result is None or (which == "idc" and result.criterion.incc_size > MAX_DRAWN_CELLS):
+            self._painted.pop(which, None)
+            if self.cell is not None and self.cell[0] == which:
+                self._forget_cell()
+            if result is None:
+                self._show_matrix_pending(which, panel, run_a)
+            else:
+                self._offer_smaller_m(result.criterion)
+            return
+        run_b = self.runs.runs.get(b_key) if b_key else None
+        other = run_b.result(which) if run_b is not None else None
+        painted = (id(result), id(other), self.log_scale.isChecked(), self.runs.current)
+        if self._painted.get(which) == painted:
+            return
+        self._painted[which] = painted
+        a = MatrixSet(a_key, run_a.choice.title, self.color_of(a_key), result.criterion, result.criterion.inputs_seen)
+        b = MatrixSet(b_key, run_b.choice.title, self.color_of(b_key), other.criterion,
+                      other.criterion.inputs_seen) if other is not None else None
+        panel.show_sets(a, b, self.log_scale.isChecked(), self.runs.current.layer)
+        self._show_neuron()
+        if which == "idc" and self.cell is None:
+            self._choose_busiest_cell()
+        if self.cell is not None and self.cell[0] == which:
+            panel.matrix.select_cell(self.cell[1], self.cell[2])
+
+    def _show_matrix_pending(self, which: str, panel, run) -> None:
+        title = CRITERION_TITLES[which]
+        if run is None:
+            panel.show_message(f"No {title} matrix yet", "Choose a test set to measure.")
+            return
+        error = run.criterion_error(which)
+        if error is not None:
+            actions = []
+            neurons = self._layer_neurons()
+            if which == "idc" and neurons and self.runs.current.m > neurons:  # the layer cannot give m neurons
+                m = min(neurons, DEFAULT_M)
+                actions.append((f"Use m = {m}", lambda: self.m_box.setValue(m)))
+            actions.append(("Try again", lambda: self.runs.retry(run.choice.key)) if run.state != DONE
+                           else ("Measure again", self.runs.again))
+            if run.details:
+                actions.append(("Details…", lambda: report_error(self, error, run.details,
+                                                                  title="Coverage could not be measured")))
+            panel.show_message(f"No {title} matrix for {run.choice.title}", error_text(error), actions)
+        elif run.state == RUNNING:
+            panel.show_message(f"Measuring {run.choice.title}…", "The matrix appears when the set is measured; the "
+                               "table and the growth plot fill in batch by batch.", busy=True)
+        else:
+            why = f"Waiting for {run.waiting_for}." if run.waiting_for else "Measured after the sets before it."
+            panel.show_message(f"{title} of {run.choice.title} is waiting", why, busy=True)
+
+    def _layer_neurons(self) -> int | None:
+        bundle = self.session.models.get(self.selection.model)
+        layer = next((info for info in (bundle.catalogue if bundle else []) if info.name == self.selection.layer),
+                     None)
+        return layer.neurons if layer is not None else None
+
+    def _offer_smaller_m(self, idc) -> None:
+        m = largest_drawable_m(idc.cluster_counts, MAX_DRAWN_CELLS)
+        self.idc.show_message(
+            "The IDC matrix is too large to draw",
+            f"With m = {len(idc.neurons)} the layer's neurons form {idc.incc_size:,} combinations; the matrix "
+            f"is drawn up to {MAX_DRAWN_CELLS:,} cells. The coverage itself is in the table. With m = {m} the "
+            "matrix can be drawn.", [(f"Show m = {m}", lambda: self.m_box.setValue(m))])
+
+    def _choose_busiest_cell(self) -> None:
+        """Start with the combination most inputs of set A fall in, so its inputs are on show."""
+        counts = self.idc.counts_a
+        if counts.size and counts.max() > 0:
+            r, c = np.unravel_index(int(np.argmax(counts)), counts.shape)
+            self._choose_cell("idc", int(r), int(c))
+
+    def _on_kmnc_rows(self) -> None:
+        self._show_neuron()
+        if self.cell is not None and self.cell[0] == "kmnc":  # its row now stands for another neuron
+            self._forget_cell()
+
+    def _forget_cell(self) -> None:
+        self.cell = None
+        self.cell_inputs.show_message("No cell chosen", "Click a cell of a matrix to see the inputs that fall in it.")
+
+    # --- the chosen cell's inputs ----------------------------------------------------------------------
+
+    def _choose_cell(self, which: str, row: int, col: int) -> None:
+        self.cell = (which, row, col)
+        panel = self.idc if which == "idc" else self.kmnc
+        panel.matrix.select_cell(row, col)
+        other = self.kmnc if which == "idc" else self.idc
+        other.matrix.select_cell(None)
+        if which == "kmnc":
+            found = self.kmnc.matrix.neuron_of(row)
+            if found is not None and found[0] == self.selection.layer:
+                self.selection.set_neuron(found[1])
+        self._show_cell()
+
+    def _show_cell(self) -> None:
+        if self.cell is None:
+            return
+        which, row, col = self.cell
+        panel = self.idc if which == "idc" else self.kmnc
+        if not panel.showing() or panel.a is None:
+            self.cell_inputs.show_message("No cell chosen", "Click a cell of a matrix to see its inputs.")
+            return
+        sets = []
+        for matrix_set in (panel.a, panel.b):
+            if matrix_set is None:
+                continue
+            run = self.runs.runs.get(matrix_set.key)
+            if which == "idc":
+                positions = panel.inputs_in(row, col, matrix_set.criterion)
+            else:
+                sections = self.runs.kmnc_sections(matrix_set.key)
+                if sections is None:
+                    self.cell_inputs.show_message(
+                        "Finding the section's inputs…", f"One pass over {matrix_set.title} notes the section each "
+                        "input reaches at every neuron; after that every cell answers at once.", busy=True)
+                    return
+                if isinstance(sections, BaseException):
+                    self.cell_inputs.show_message("The section's inputs could not be found", error_text(sections))
+                    return
+                positions = panel.inputs_in(row, col, sections)
+            sets.append(self._input_set(run, matrix_set, positions))
+        if which == "idc":
+            title = f"Row {row + 1}, column {col + 1}: {panel.who_covers(row, col)}"
+        else:
+            low, high = panel.bounds(row, col)
+            title = (f"{panel.neuron_name(row)}, section {col + 1:,} ({low:.4g} – {high:.4g}): "
+                     f"{panel.who_covers(row, col)}")
+        data = self.session.datasets.get(self.selection.dataset)
+        self.cell_inputs.set_class_names(list(data.class_names) if data is not None else [])
+        self.cell_inputs.show_inputs(title.replace("<b>", "").replace("</b>", ""), sets, chosen=panel.a.key)
+
+    def _input_set(self, run, matrix_set: MatrixSet, positions: np.ndarray) -> tuple:
+        """What the cell panel lists of one set: split indices of the inputs, their predictions."""
+        choice, session = run.choice, self.session
+        indices = np.asarray(positions, dtype=np.int64)
+        if run.test_indices is not None:
+            indices = run.test_indices[indices]
+        split = session.datasets[choice.dataset].split(choice.split)
+        evaluation = session.evaluation(self.selection.model, choice.dataset, choice.split)
+        predictions = None
+        if evaluation is not None:
+            predictions = np.asarray(evaluation["predictions"])[indices]
+        elif (not session.compatibility_problem(self.selection.model, choice.dataset)
+              and (self.selection.model, choice.dataset, choice.split) not in session.evaluation_errors):
+            session.evaluate(self.selection.model, choice.dataset, choice.split)  # the labels follow when it is done
+        linked = choice.dataset == self.selection.dataset
+        return matrix_set.key, matrix_set.title, choice.split, split, indices, predictions, linked
+
+    def _on_input_chosen(self, split: str, index: int) -> None:
+        self.selection.set_input(split, index)
+
+    # --- the linked neuron -------------------------------------------------------------------------------
+
+    def _show_neuron(self) -> None:
+        neuron = self.selection.neuron
+        self.idc.matrix.set_selected_neuron(neuron)
+        row = self.kmnc.matrix.row_of(self.selection.layer, neuron) if neuron is not None else None
+        self.kmnc.matrix.highlight_row(row)
+
+    # --- export --------------------------------------------------------------------------------------------
+
+    def _export_menu(self, menu: QMenu) -> dict:
+        items = {
+            "idc_png": ("IDC matrix as PNG (2×)…", ".png", "idc-matrix", self.export_idc_png),
+            "kmnc_png": ("KMNC matrix as PNG (2×)…", ".png", "kmnc-matrix", self.export_kmnc_png),
+            "growth_png": ("Growth plot as PNG (2×)…", ".png", "coverage-growth", self.export_growth_png),
+            "summary_csv": ("Summary table as CSV…", ".csv", "coverage", lambda p: export_csv(self.summary_rows, p)),
+            "growth_csv": ("Growth curves as CSV…", ".csv", "coverage-growth",
+                           lambda p: export_csv(self.growth_rows, p)),
+            "idc_csv": ("IDC matrix as CSV…", ".csv", "idc-matrix", lambda p: export_csv(self.idc.rows, p)),
+            "kmnc_csv": ("KMNC matrix as CSV (covered cells)…", ".csv", "kmnc-matrix",
+                         lambda p: export_csv(self.kmnc.rows, p)),
+            "cell_csv": ("The cell's inputs as CSV…", ".csv", "cell-inputs",
+                         lambda p: export_csv(self.cell_inputs.rows, p)),
+        }
+        actions = {}
+        for key, (text, suffix, name, write) in items.items():
+            if key == "summary_csv":
+                menu.addSeparator()
+            actions[key] = menu.addAction(text, lambda suffix=suffix, name=name, write=write:
+                                          self._export(suffix, name, write))
+        return actions
+
+    def _update_export_actions(self) -> None:
+        done = any(self.runs.runs.get(k) is not None and self.runs.runs[k].state == DONE for k in self.set_keys or [])
+        self.export_actions["idc_png"].setEnabled(self.idc.showing())
+        self.export_actions["idc_csv"].setEnabled(self.idc.showing())
+        self.export_actions["kmnc_png"].setEnabled(self.kmnc.showing())
+        self.export_actions["kmnc_csv"].setEnabled(self.kmnc.showing())
+        for key in ("growth_png", "summary_csv", "growth_csv"):
+            self.export_actions[key].setEnabled(done)
+        self.export_actions["cell_csv"].setEnabled(self.cell_inputs.shown is not None)
+
+    def _export(self, suffix: str, name: str, write: Callable[[str], object]) -> None:
+        filters = {".png": "PNG image (*.png)", ".csv": "CSV table (*.csv)"}
+        default = f"{name}-{self.selection.model}-{self.selection.layer}{suffix}"
+        path, _ = QFileDialog.getSaveFileName(self, "Export", default, filters[suffix])
+        if not path:
+            return
+        if not path.endswith(suffix):
+            path += suffix
+        try:
+            write(path)
+        except OSError as exc:
+            report_error(self, WorkbenchError(f"Could not write {path}: {exc.strerror or exc}.",
+                                              "Choose a folder you can write to.", details=repr(exc)))
+
+    def export_idc_png(self, path: str):
+        return export_png(self.idc.matrix.scene(), path)
+
+    def export_kmnc_png(self, path: str):
+        return export_png(self.kmnc.matrix.scene(), path)
+
+    def export_growth_png(self, path: str):
+        return export_png(self.growth.scene(), path)
+
+    def _done_runs(self):
+        for key, title in self.set_titles():
+            run = self.runs.runs.get(key)
+            if run is not None:
+                yield key, title, run
+
+    def summary_rows(self) -> tuple[list[str], list[list]]:
+        """One row per criterion and set: the coverage, the counts behind it, and what to know about it."""
+        rows = []
+        for name in self.table.criteria:
+            for key, title, run in self._done_runs():
+                result, error = run.result(name), run.criterion_error(name)
+                if result is not None:
+                    v = result.value
+                    rows.append([name, title, key, "" if v.fraction is None else v.fraction, v.covered,
+                                 "" if v.total is None else v.total, result.criterion.inputs_seen,
+                                 " | ".join(result.warnings), ""])
+                elif error is not None:
+                    rows.append([name, title, key, "", "", "", "", "", getattr(error, "message", str(error))])
+        return ["criterion", "test_set", "test_set_key", "coverage_fraction", "covered", "total", "inputs",
+                "warnings", "error"], rows
+
+    def growth_rows(self) -> tuple[list[str], list[list]]:
+        rows = []
+        for name in self.table.criteria:
+            for key, title, run in self._done_runs():
+                result = run.result(name)
+                if result is None:
+                    continue
+                for inputs, covered, fraction in result.curve.tolist():
+                    rows.append([name, title, int(inputs), int(covered), "" if np.isnan(fraction) else fraction])
+        return ["criterion", "test_set", "inputs", "covered", "coverage_fraction"], rows
