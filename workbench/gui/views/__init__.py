@@ -1,1 +1,1 @@
-"""The central tabs: one view per task (Data, Model, Training)."""
+"""The central tabs: one view per task (Data, Model, Training, Importance, Coverage)."""
