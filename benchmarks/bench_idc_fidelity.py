@@ -21,6 +21,7 @@ Run: `python benchmarks/bench_idc_fidelity.py [--models lenet5-fashion:fashion-m
 from __future__ import annotations
 
 import argparse
+import itertools
 import time
 import warnings
 
@@ -122,7 +123,7 @@ def bench(spec: str, seed_run: bool) -> list[str]:
         text, fractions = row(name, per_class, first)
         lines.append(text)
         same = all(fingerprint(first["results"][m]) == fingerprint(second["results"][m]) for m in MS)
-        falls = all(a >= b for a, b in zip(fractions, fractions[1:]))
+        falls = all(a >= b for a, b in itertools.pairwise(fractions))
         mode = "per class" if per_class else "all classes"
         notes.append(f"{mode}: falls as m grows: {'yes' if falls else 'NO'}; two runs with seed 0 identical "
                      f"(centroids, combinations, every input's code): {'yes' if same else 'NO'}")

@@ -41,7 +41,7 @@ def run_json(capsys, *argv) -> dict:
 def assert_clean_failure(rc, err, *words):
     """Exit 2 with an error message and no traceback; a progress bar (cleared with \\r) may come before it."""
     assert rc == EXIT_ERROR, err
-    assert re.match(r"(.*[\r\n])?error: ", err, re.S) and "Traceback" not in err, err
+    assert re.match(r"(.*[\r\n])?error: ", err, re.DOTALL) and "Traceback" not in err, err
     for w in words:
         assert w in err, f"{w!r} not in {err!r}"
 
@@ -147,8 +147,8 @@ def test_text_output_prints_percent_and_counts(capsys):
     assert "  important neurons   " + ", ".join(map(str, idc["neurons"])) in lines
     assert f"  clusters per neuron {', '.join(map(str, idc['cluster_counts']))}   |INCC| = {idc['incc']}" in lines
     first = idc["covered_combinations"][0]
-    assert re.search(rf"^    {''.join(map(str, first['clusters']))}: {first['inputs']}\b", out, re.M)
-    assert re.search(r"^Took \d+\.\d s on cpu\.$", out, re.M)
+    assert re.search(rf"^    {''.join(map(str, first['clusters']))}: {first['inputs']}\b", out, re.MULTILINE)
+    assert re.search(r"^Took \d+\.\d s on cpu\.$", out, re.MULTILINE)
 
 
 # --- per class, test sets, project -----------------------------------------------------------------------
@@ -164,7 +164,8 @@ def test_per_class_reports_each_class_and_the_mean(capsys):
         assert model["covered"] == idc["per_class"][name]["covered"] == len(model["covered_combinations"])
     assert sum(v["covered"] for v in idc["per_class"].values()) == idc["covered"]
     assert len(result["criteria"]["nc"]["per_class"]) == 10 and len(result["criteria"]["lsa"]["per_class"]) > 0
-    rc, out, _ = run_cli(capsys, *BASE, "--criteria", "idc", "--per-class", "--m", "4", "--max-inputs", "400")
+    rc, out, err = run_cli(capsys, *BASE, "--criteria", "idc", "--per-class", "--m", "4", "--max-inputs", "400")
+    assert rc == 0, err
     assert f"{idc['percent']:.1f} % mean of 10 classes — {idc['covered']} / {idc['total']} summed" in out
     assert "    Trouser        " in out and "      clusters per neuron " in out
 
@@ -281,7 +282,7 @@ def test_a_singular_lsa_density_is_reported(capsys, tmp_path, slice_arrays):
     assert any("class 8 has a singular density" in w for w in lsa["warnings"])
     three_each = np.concatenate([np.flatnonzero(labels == c)[:3] for c in range(10)])
     path = save_npz(tmp_path / "three-each.npz", train, test, names, three_each, np.arange(50))
-    rc, out, err = run_cli(capsys, "coverage", "--model", "lenet5-fashion", "--data", path, "--criteria", "lsa")
+    rc, _, err = run_cli(capsys, "coverage", "--model", "lenet5-fashion", "--data", path, "--criteria", "lsa")
     assert_clean_failure(rc, err, "LSA: the density of every class's training activation traces is singular")
 
 
@@ -331,7 +332,7 @@ def test_a_cancelled_run_stores_nothing(capsys, tmp_path, monkeypatch):
         return real(self, done, total, message)
 
     monkeypatch.setattr(JobContext, "progress", progress)
-    rc, out, err = run_cli(capsys, *BASE, "--criteria", "idc,kmnc", "--project", tmp_path / "p",
+    rc, _, err = run_cli(capsys, *BASE, "--criteria", "idc,kmnc", "--project", tmp_path / "p",
                            "--save-state", tmp_path / "states", "--batch-size", "200")
     assert rc == EXIT_CANCELLED and "cancelled" in err and "Traceback" not in err
     assert Project.open(tmp_path / "p").artifacts() == {}

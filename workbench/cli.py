@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     gui = sub.add_parser("gui", help="open the GUI (the default)")
     gui.add_argument("--project", metavar="DIR", help="project folder (default: the demo project)")
-    gui.add_argument("--view", default=None, help="view to show first: data, model, training")
+    gui.add_argument("--view", default=None, help="view to show first: data, model, training, importance, coverage")
     gui.add_argument("--screenshot", metavar="PNG", help="render the window with real data, save it, exit")
 
     info = sub.add_parser("info", help="datasets found, bundled models, device, versions, plugins")
@@ -99,8 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                       "(e.g. fashion-mnist:test), or a dataset name or path whose images "
                                                       "fit the model (default: the test split of --data)")
     cov.add_argument("--max-inputs", type=int, metavar="N", help="measure a seeded sample of N test inputs")
-    cov.add_argument("--per-class", action="store_true", help="one criterion per class, test inputs routed by "
-                                                              "label; reports each class and the mean")
+    cov.add_argument("--per-class", action="store_true", help="one criterion per class (test inputs routed by "
+                                                              "--route); reports each class and the mean")
     cov.add_argument("--route", default="label", choices=["label", "prediction"],
                      help="per-class routing of test inputs (default label)")
     cov.add_argument("--preset", default="deepimportance", choices=["deepimportance", "nlc", "dnn-tip"],
@@ -627,7 +627,8 @@ def _resolve_testset(args, dataset, project) -> tuple[object, str]:
     return _foreign_split(other, dataset, split, name), name
 
 
-def _test_indices(args, test, dataset) -> "np.ndarray | None":
+def _test_indices(args, test, dataset):
+    """A seeded sample of --max-inputs indices of the test set, ascending; None measures all of it."""
     import numpy as np
 
     n = len(dataset.split(test)) if isinstance(test, str) else len(test)
@@ -656,8 +657,8 @@ def _load_states(paths: list[str], criteria: list[str]) -> dict[str, dict]:
 def cmd_coverage(args) -> int:
     import time
 
+    from workbench.core.activations import NeuronDefinition
     from workbench.core.coverage import measure_coverage
-    from workbench.core.coverage.artifacts import save_state_file
     from workbench.core.dataset_registry import load_dataset
     from workbench.core.model_io import load_model
     from workbench.core.project import SETTINGS, Project
@@ -683,7 +684,7 @@ def cmd_coverage(args) -> int:
     store = SaveAtTheEnd(project) if project else None
     ctx, bar = _context(args)
     try:
-        results = measure_coverage(ctx, model, dataset, _neuron_definition(layer, args.point), criteria,
+        results = measure_coverage(ctx, model, dataset, NeuronDefinition(layer, args.point), criteria,
                                    train_split=args.split, test_split=test, m=args.m, seed=args.seed, project=store,
                                    per_class=args.per_class, route=args.route, preset=args.preset, layers=layers,
                                    options=options, rule=composite, batch_size=args.batch_size, test_indices=indices,
@@ -699,12 +700,6 @@ def cmd_coverage(args) -> int:
                                 time.monotonic() - started)
     _emit(args, payload, _coverage_text(payload))
     return 0
-
-
-def _neuron_definition(layer: str, point: str):
-    from workbench.core.activations import NeuronDefinition
-
-    return NeuronDefinition(layer, point)
 
 
 def _save_states(folder: str, results: dict, model, dataset) -> list[str]:
@@ -781,7 +776,7 @@ def _criterion_payload(result, class_names: list[str]) -> dict:
         out["layers"] = list(c.layers)
         out["sc"] = {"buckets": c.buckets if c.sc_upper is not None else None, "upper": c.sc_upper,
                      "width": c.sc_width}
-        out["sa"] = {"inputs": int(len(sa)), "scored": int(len(scored)),
+        out["sa"] = {"inputs": len(sa), "scored": len(scored),
                      **{k: (float(f(scored)) if len(scored) else None)
                         for k, f in (("min", np.min), ("median", np.median), ("mean", np.mean), ("max", np.max))}}
         if isinstance(c, LSA):
@@ -823,8 +818,8 @@ def _combination_lines(idc: dict, indent: str) -> list[str]:
     if not idc["neurons"]:
         return [f"{indent}no important neurons (no correctly classified training inputs): IDC is undefined"]
     lines = [f"{indent}important neurons   {', '.join(str(n) for n in idc['neurons'])}",
-             f"{indent}clusters per neuron {', '.join(str(k) for k in idc['cluster_counts'])}   "
-             f"|INCC| = {idc['incc']:,}",
+             (f"{indent}clusters per neuron {', '.join(str(k) for k in idc['cluster_counts'])}   "
+              f"|INCC| = {idc['incc']:,}"),
              f"{indent}covered combinations (cluster of each neuron, in that order: inputs):"]
     sep = "" if max(idc["cluster_counts"]) <= 10 else "."
     cells = [f"{sep.join(str(i) for i in c['clusters'])}: {c['inputs']}"

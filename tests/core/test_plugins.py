@@ -116,3 +116,22 @@ def test_plugin_path_may_list_several_folders(tmp_path, monkeypatch, isolated_pl
     assert {a, b} <= set(isolated_plugins.plugin_folders())
     names = {r.name for r in isolated_plugins.load_plugins(force=True) if r.ok}
     assert {"one", "two"} <= names
+
+
+def test_a_dataset_built_from_another_registered_dataset_loads(monkeypatch):
+    """A plugin's loader may call load_dataset itself (the example plugin does): no deadlock."""
+    from workbench.core import dataset_registry
+    from workbench.core.data import Dataset
+
+    def derived() -> Dataset:
+        digits = dataset_registry.load_dataset("digits")
+        return Dataset("digits-test-only", digits.class_names, {"test": digits.split("test")}, digits.card)
+
+    monkeypatch.setitem(dataset_registry._REGISTRY, "digits-test-only",
+                        dataset_registry.DatasetEntry("digits-test-only", "digits, test split", derived))
+    monkeypatch.delitem(dataset_registry._CACHE, "digits-test-only", raising=False)
+    try:
+        loaded = dataset_registry.load_dataset("digits-test-only")
+        assert list(loaded.splits) == ["test"] and len(loaded.split("test")) == 359
+    finally:
+        dataset_registry._CACHE.pop("digits-test-only", None)

@@ -41,7 +41,7 @@ class DatasetEntry:
 
 _REGISTRY: dict[str, DatasetEntry] = {}
 _CACHE: dict[str, Dataset] = {}
-_CACHE_LOCK = threading.Lock()
+_CACHE_LOCK = threading.RLock()  # a loader may load another dataset (plugins do)
 
 
 def register_dataset(entry: DatasetEntry) -> None:
