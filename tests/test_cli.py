@@ -13,25 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from cli_helpers import assert_clean_failure, run_cli
 
 from workbench.cli import EXIT_CANCELLED, EXIT_ERROR, main
 from workbench.core.project import Project
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def run_cli(capsys, *argv):
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def assert_clean_failure(rc, err, *words):
-    assert rc == EXIT_ERROR, err
-    assert err.startswith("error: ")
-    assert "Traceback" not in err
-    for w in words:
-        assert w in err, f"{w!r} not in {err!r}"
 
 
 # --- info -------------------------------------------------------------------------------------------------

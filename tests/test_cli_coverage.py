@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_helpers import assert_clean_failure, run_cli, run_json
 
 from workbench.cli import EXIT_CANCELLED, EXIT_ERROR, main
 from workbench.core.project import Project
@@ -24,26 +25,6 @@ SLICE = REPO / "tests" / "data" / "fashion-mnist-slice"
 BASE = ["coverage", "--model", "lenet5-fashion", "--data", SLICE, "--device", "cpu"]
 EVERY = "idc,nc,kmnc,nbc,snac,tknc,tknp,lsa,dsa,mdsa"
 COUNTS = {"tknp", "mdsa"}  # counts without a denominator (MDSA uses the width variant of SC)
-
-
-def run_cli(capsys, *argv):
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def run_json(capsys, *argv) -> dict:
-    rc, out, err = run_cli(capsys, *argv, "--json")
-    assert rc == 0, err
-    return json.loads(out)
-
-
-def assert_clean_failure(rc, err, *words):
-    """Exit 2 with an error message and no traceback; a progress bar (cleared with \\r) may come before it."""
-    assert rc == EXIT_ERROR, err
-    assert re.match(r"(.*[\r\n])?error: ", err, re.DOTALL) and "Traceback" not in err, err
-    for w in words:
-        assert w in err, f"{w!r} not in {err!r}"
 
 
 def save_npz(path, train, test, class_names, train_rows=None, test_rows=None):

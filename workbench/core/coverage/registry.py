@@ -27,7 +27,8 @@ def _plugin_criteria() -> dict[str, Callable[..., Criterion]]:
 
 def criterion_factories() -> dict[str, Callable[..., Criterion]]:
     """Every known criterion name → factory; a plugin cannot shadow a built-in."""
-    return {**_plugin_criteria(), **BUILTIN}
+    plugins = {name: f for name, f in _plugin_criteria().items() if name not in BUILTIN}
+    return {**BUILTIN, **plugins}  # built-ins first, in their usual order
 
 
 def criterion_names() -> list[str]:
