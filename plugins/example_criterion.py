@@ -32,9 +32,15 @@ class HalfMaxCoverage(Criterion):
         batch_max = _flat(layers).max(0)
         self.train_max = batch_max if self.train_max is None else np.maximum(self.train_max, batch_max)
 
+    def _profile(self, layers, labels, predictions) -> np.ndarray:
+        """(inputs, neurons) bool: which neurons each input drives above half their training maximum.
+
+        A neuron never positive on training data has no meaningful half-maximum: never covered.
+        """
+        return (_flat(layers) > self.train_max / 2) & (self.train_max > 0)
+
     def _update(self, layers, labels, predictions):
-        # A neuron never positive on training data has no meaningful half-maximum: never covered.
-        self.hit |= ((_flat(layers) > self.train_max / 2) & (self.train_max > 0)).any(0)
+        self.hit |= self._profile(layers, labels, predictions).any(0)
 
     def _reset_cover(self):
         size = 0 if getattr(self, "train_max", None) is None else len(self.train_max)
@@ -42,6 +48,23 @@ class HalfMaxCoverage(Criterion):
 
     def coverage(self):
         return CoverageValue.of(int(self.hit.sum()), len(self.hit))
+
+    def matrix(self) -> np.ndarray:
+        """(1, neurons): 1 where a neuron is covered."""
+        return self.hit[None].astype(np.int64)
+
+    # What `state_dict()` saves, so a project can store and reuse the fit and the coverage.
+    def _fit_state(self):
+        return {}, {"train_max": self.train_max}
+
+    def _load_fit_state(self, meta, arrays):
+        self.train_max = np.asarray(arrays["train_max"], dtype=np.float64)
+
+    def _cover_state(self):
+        return {}, {"hit": self.hit}
+
+    def _load_cover_state(self, meta, arrays):
+        self.hit = np.asarray(arrays["hit"], dtype=bool)
 
 
 def register(registry) -> None:

@@ -135,3 +135,26 @@ def test_a_dataset_built_from_another_registered_dataset_loads(monkeypatch):
         assert list(loaded.splits) == ["test"] and len(loaded.split("test")) == 359
     finally:
         dataset_registry._CACHE.pop("digits-test-only", None)
+
+
+def test_the_example_criterion_plugin_measures_and_saves(monkeypatch):
+    """plugins/example_criterion.py: covered above half the training maximum, and its state round-trips."""
+    import importlib.util
+
+    import numpy as np
+
+    from workbench.core.resources import source_plugins_dir
+
+    spec = importlib.util.spec_from_file_location("example_criterion", source_plugins_dir() / "example_criterion.py")
+    plugin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plugin)
+    train = np.array([[4.0, 2.0, 0.0], [1.0, 1.0, 0.0]])
+    test = np.array([[2.5, 0.5, 3.0], [1.0, 0.9, 1.0]])
+    criterion = plugin.HalfMaxCoverage().fit(train)
+    criterion.update(test)
+    # neuron 0: 2.5 > 4/2 covered; neuron 1: 0.9 < 2/2 not; neuron 2 never positive in training: never
+    assert (criterion.coverage().covered, criterion.coverage().total) == (1, 3)
+    assert criterion.profile(test).tolist() == [[True, False, False], [False, False, False]]
+    restored = plugin.HalfMaxCoverage()
+    restored.load_state_dict(criterion.state_dict())
+    assert restored.coverage().covered == 1 and restored.matrix().tolist() == [[1, 0, 0]]
