@@ -153,3 +153,15 @@ def test_float64_models_get_float64_inputs(digits_model, digits):
     double = collect_activations(JobContext("cpu"), digits_model.module, digits.split("test"), definition, (1, 8, 8))
     assert double.dtype == np.float32 and double.shape == single.shape
     np.testing.assert_allclose(double, single, rtol=1e-4, atol=1e-5)
+
+
+def test_post_point_of_a_conv_bn_relu_block_is_after_the_relu():
+    """spec §1.5: "post" is the block output after any BatchNorm and activation."""
+    from workbench.core.layers import layer_catalogue
+    from workbench.core.models import cifar_convnet, lenet5
+
+    layers = {l.name: l for l in layer_catalogue(cifar_convnet(10), (3, 32, 32))}
+    assert layers["conv1"].activation == "relu1" and layers["conv4"].activation == "relu4"
+    assert layers["fc1"].activation == "relu5" and layers["fc2"].activation is None
+    lenet = {l.name: l for l in layer_catalogue(lenet5(10), (1, 28, 28))}
+    assert lenet["conv2"].activation == "relu2" and lenet["pool2"].activation is None

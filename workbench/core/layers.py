@@ -21,7 +21,7 @@ class LayerInfo:
     output_shape: tuple[int, ...]  # without the batch dimension
     neurons: int
     parameters: int
-    activation: str | None = None  # the element-wise activation module applied to this output
+    activation: str | None = None  # the module after which the block's activation has been applied
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -70,11 +70,23 @@ def layer_catalogue(module, input_shape: tuple[int, int, int]) -> list[LayerInfo
     for i, (name, mod, shape) in enumerate(seen):
         info = LayerInfo(name, type(mod).__name__, shape, neuron_count(shape),
                          sum(p.numel() for p in mod.parameters(recurse=False)))
-        if i + 1 < len(seen) and type(seen[i + 1][1]).__name__ in ELEMENTWISE and seen[i + 1][2] == shape \
-                and info.type not in ELEMENTWISE:
-            info.activation = seen[i + 1][0]
+        if info.type not in ELEMENTWISE:
+            info.activation = _block_output(seen, i)
         catalogue.append(info)
     return catalogue
+
+
+def _block_output(seen: list, i: int) -> str | None:
+    """The module whose output is layer i's "post" value: the last of the BatchNorm and element-wise
+    modules that follow it at the same shape, when one of them is an activation (spec §1.5: the block
+    output after any BN and activation); None when no activation follows."""
+    shape, last, activated = seen[i][2], None, False
+    for name, mod, out_shape in seen[i + 1:]:
+        kind = type(mod).__name__
+        if out_shape != shape or not (kind in ELEMENTWISE or kind.startswith("BatchNorm")):
+            break
+        last, activated = name, activated or kind in ELEMENTWISE
+    return last if activated else None
 
 
 def find_layer(catalogue: list[LayerInfo], name: str) -> LayerInfo:
