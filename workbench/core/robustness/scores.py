@@ -1,0 +1,200 @@
+"""First-order loss (FOL) and softmax uncertainty scores (spec/robustness.md §2–§3).
+
+Gradient kinds, kept apart by name as §2.3 demands:
+
+- `fol_linf` — FOSC L∞ form, `ε·‖g‖₁ − ⟨x' − x0, g⟩` (§2.1); the default for selection.
+- `fosc_l2` — FOSC L2 form, `ε·‖g‖₂ − ⟨x' − x0, g⟩` (§2.2).
+- `grad_l2` — the RobOT fuzzer's "FOL", the plain gradient norm `‖g‖₂` (§2.3). It is reported as
+  "grad-L2 (RobOT fuzzer FOL)", never as "FOL-L2".
+
+`g = ∇_x J(x', y)` is computed for a whole batch with one backward pass of the summed loss (the
+sum trick, §2.4), which is exact only in eval mode; `input_gradients` refuses a model in train mode.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from workbench.core.errors import WorkbenchError
+
+LOSS_MODES = ("logits", "keras_compat")
+KERAS_EPSILON = 1e-7  # Keras' clip of probabilities in categorical cross-entropy (§2.5)
+
+GRAD_L2_LABEL = "grad-L2 (RobOT fuzzer FOL)"
+
+#: For each uncertainty score, whether "most uncertain first" is a descending sort (§3).
+MOST_UNCERTAIN_DESCENDING = {"deepgini": True, "margin": False, "least_confidence": True, "entropy": True}
+
+
+def torch_module(model):
+    """The `torch.nn.Module` of a `LoadedModel`, or the module itself."""
+    return getattr(model, "module", model)
+
+
+def check_eval(module) -> None:
+    """The sum trick and the attacks need eval mode (§1, §2.4): BatchNorm in train mode couples samples."""
+    if module.training:
+        raise WorkbenchError("The model is in training mode; per-input gradients need eval mode.",
+                             "Call model.eval() first (dropout off, BatchNorm frozen).")
+
+
+def check_loss_mode(loss_mode: str) -> None:
+    if loss_mode not in LOSS_MODES:
+        raise WorkbenchError(f"Unknown loss mode {loss_mode!r}.", f"Use one of: {', '.join(LOSS_MODES)}.")
+
+
+def check_finite_logits(logits) -> None:
+    import torch
+
+    if not bool(torch.isfinite(logits).all()):
+        raise WorkbenchError("The model produced NaN or infinite outputs.",
+                             "Check the model's weights and that inputs are images in [0, 1].")
+
+
+def per_input_loss(logits, y, loss_mode: str = "logits"):
+    """J(x, y) per input: cross-entropy of the logits, or Keras' CE on clipped probabilities (§2.5).
+
+    In `keras_compat` mode `J = −log clip(p_y, 1e-7, 1 − 1e-7)`; saturated inputs get a zero gradient.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    check_loss_mode(loss_mode)
+    if loss_mode == "logits":
+        return F.cross_entropy(logits, y, reduction="none")
+    p = torch.softmax(logits, dim=1).gather(1, y[:, None])[:, 0]
+    return -torch.log(torch.clamp(p, KERAS_EPSILON, 1.0 - KERAS_EPSILON))
+
+
+def input_gradients(model, x, y, loss_mode: str = "logits"):
+    """(∇_x J(x_i, y_i) for every row i, logits) with one backward pass of Σ_i J (the sum trick, §2.4)."""
+    import torch
+
+    module = torch_module(model)
+    check_eval(module)
+    x = x.detach().clone().requires_grad_(True)
+    with torch.enable_grad():
+        logits = module(x)
+        check_finite_logits(logits)
+        loss = per_input_loss(logits, y, loss_mode).sum()
+        (grad,) = torch.autograd.grad(loss, x)
+    return grad.detach(), logits.detach()
+
+
+def _flat(t):
+    return t.reshape(t.shape[0], -1)
+
+
+def fol_linf(grad, x_adv, x0, eps: float):
+    """FOSC L∞: `ε·‖g‖₁ − ⟨x' − x0, g⟩` per input (§2.1); ≥ 0 whenever ‖x' − x0‖∞ ≤ ε."""
+    g = _flat(grad)
+    return eps * g.abs().sum(1) - (_flat(x_adv - x0) * g).sum(1)
+
+
+def fosc_l2(grad, x_adv, x0, eps: float):
+    """FOSC L2: `ε·‖g‖₂ − ⟨x' − x0, g⟩` per input (§2.2)."""
+    g = _flat(grad)
+    return eps * g.norm(dim=1) - (_flat(x_adv - x0) * g).sum(1)
+
+
+def grad_l2(grad):
+    """The RobOT fuzzer's gradient norm `‖∇_x J‖₂` per input (§2.3), not a FOSC value."""
+    return _flat(grad).norm(dim=1)
+
+
+# --- uncertainty scores (§3), from softmax probabilities ---------------------------------------------
+
+def deepgini(probs: np.ndarray) -> np.ndarray:
+    """ξ = 1 − Σ p²; most uncertain first = descending."""
+    return 1.0 - np.sum(np.square(probs), axis=1)
+
+
+def margin(probs: np.ndarray) -> np.ndarray:
+    """Top-1 minus top-2 probability; most uncertain first = ascending."""
+    top2 = np.sort(probs, axis=1)[:, -2:]
+    return top2[:, 1] - top2[:, 0]
+
+
+def least_confidence(probs: np.ndarray) -> np.ndarray:
+    """1 − max p; most uncertain first = descending."""
+    return 1.0 - probs.max(axis=1)
+
+
+def entropy(probs: np.ndarray) -> np.ndarray:
+    """−Σ p ln p with 0 ln 0 = 0; most uncertain first = descending."""
+    p = np.asarray(probs, dtype=np.float64)
+    logs = np.log(np.where(p > 0, p, 1.0))
+    return -np.sum(p * logs, axis=1)
+
+
+UNCERTAINTY_SCORES = {"deepgini": deepgini, "margin": margin, "least_confidence": least_confidence,
+                      "entropy": entropy}
+
+
+def most_uncertain_order(values: np.ndarray, score: str) -> np.ndarray:
+    """Indices ordered most uncertain first for `score`; stable, ties go to the lower index (§3)."""
+    if score not in MOST_UNCERTAIN_DESCENDING:
+        raise WorkbenchError(f"Unknown uncertainty score {score!r}.",
+                             f"Use one of: {', '.join(MOST_UNCERTAIN_DESCENDING)}.")
+    values = np.asarray(values, dtype=np.float64)
+    key = -values if MOST_UNCERTAIN_DESCENDING[score] else values
+    return np.argsort(key, kind="stable")
+
+
+# --- the batched job ---------------------------------------------------------------------------------
+
+def score_inputs(ctx, model, x_adv, labels, x0=None, eps: float | None = None, loss_mode: str = "logits",
+                 batch_size: int = 256) -> dict:
+    """FOL kinds and uncertainty scores for every input, batch by batch on `ctx.device`.
+
+    `x_adv` (N×C×H×W in [0,1]) are the inputs to score, `labels` their ground truth, `x0` the clean
+    inputs and `eps` the attack budget; FOL∞ and FOSC-L2 are computed only when both are given.
+    Returns numpy arrays per score plus `params` recording loss mode and ε (§2.5, §5.3).
+    """
+    import torch
+
+    check_loss_mode(loss_mode)
+    if (x0 is None) != (eps is None):
+        raise WorkbenchError("FOL needs both the clean inputs x0 and the budget eps.",
+                             "Give both, or neither to get only grad-L2 and the uncertainty scores.")
+    x_adv = torch.as_tensor(np.asarray(x_adv, dtype=np.float32))
+    labels = torch.as_tensor(np.asarray(labels, dtype=np.int64))
+    if x0 is not None:
+        x0 = torch.as_tensor(np.asarray(x0, dtype=np.float32))
+        if x0.shape != x_adv.shape:
+            raise WorkbenchError(f"x0 has shape {tuple(x0.shape)} but the inputs have {tuple(x_adv.shape)}.",
+                                 "Give one clean input per scored input.")
+    if eps is not None and not (np.isfinite(eps) and eps > 0):
+        raise WorkbenchError(f"The attack budget eps={eps} is not a positive number.",
+                             "Give the eps that produced the inputs, e.g. 0.3 for MNIST.")
+    if len(x_adv) == 0:
+        raise WorkbenchError("There are no inputs to score.", "Generate or select some inputs first.")
+    if len(labels) != len(x_adv):
+        raise WorkbenchError(f"There are {len(x_adv)} inputs but {len(labels)} labels.",
+                             "Give one label per input.")
+    module = torch_module(model)
+    device = ctx.device
+    module.to(device)
+    keys = ["grad_l2", "probs"] + (["fol_linf", "fosc_l2"] if x0 is not None else [])
+    parts = {k: [] for k in keys}
+    total = len(x_adv)
+    ctx.progress(0, total, "scores")
+    for start in range(0, total, batch_size):
+        xb = x_adv[start:start + batch_size].to(device)
+        yb = labels[start:start + batch_size].to(device)
+        grad, logits = input_gradients(module, xb, yb, loss_mode)
+        parts["grad_l2"].append(grad_l2(grad).cpu().numpy())
+        parts["probs"].append(torch.softmax(logits.double(), dim=1).cpu().numpy())
+        if x0 is not None:
+            x0b = x0[start:start + batch_size].to(device)
+            parts["fol_linf"].append(fol_linf(grad, xb, x0b, eps).cpu().numpy())
+            parts["fosc_l2"].append(fosc_l2(grad, xb, x0b, eps).cpu().numpy())
+        ctx.progress(min(start + batch_size, total), total, "scores")
+    out = {k: (np.concatenate(v) if v else np.zeros((0,), np.float32)) for k, v in parts.items()}
+    probs = out.pop("probs")
+    if probs.ndim == 2:
+        for name, fn in UNCERTAINTY_SCORES.items():
+            out[name] = fn(probs)
+    out["params"] = {"loss_mode": loss_mode, "eps": eps, "grad_l2_label": GRAD_L2_LABEL,
+                     "batch_size": batch_size, "device": str(device)}
+    return out
