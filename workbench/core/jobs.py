@@ -17,6 +17,7 @@ from workbench.core.errors import Cancelled
 
 ProgressCallback = Callable[[int, int, str], None]
 PartialCallback = Callable[[Any], None]
+STAGE_SCALE = 1000  # progress steps of a job made of stages
 
 
 def resolve_device(name: str = "auto"):
@@ -87,6 +88,20 @@ class JobContext:
         """A context for a sub-step: same device and cancellation, but it reports nothing."""
         sub = JobContext(self._device_name)
         sub._device, sub._cancel = self._device, self._cancel
+        return sub
+
+    def stage(self, index: int, count: int, label: str = "") -> "JobContext":
+        """A context for step `index` of `count` steps: its progress fills that slice of this job's bar.
+
+        Partial results of the step are not passed on; the job hands out its own.
+        """
+        sub = self.quiet()
+
+        def forward(done: int, total: int, message: str) -> None:
+            fraction = (index + (min(done / total, 1.0) if total else 1.0)) / count
+            self.progress(round(fraction * STAGE_SCALE), STAGE_SCALE, f"{label}: {message}" if label else message)
+
+        sub._on_progress = forward
         return sub
 
     def partial(self, result: Any) -> None:

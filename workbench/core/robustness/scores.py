@@ -192,6 +192,7 @@ def score_inputs(ctx, model, x_adv, labels, x0=None, eps: float | None = None, l
         ctx.progress(min(start + batch_size, total), total, "scores")
     out = {k: (np.concatenate(v) if v else np.zeros((0,), np.float32)) for k, v in parts.items()}
     probs = out.pop("probs")
+    out["probs_matrix"] = probs  # N×K softmax, for MCP
     if probs.ndim == 2:
         for name, fn in UNCERTAINTY_SCORES.items():
             out[name] = fn(probs)

@@ -1,9 +1,14 @@
-"""Test selection from a candidate pool: BE-ST, KM-ST, DeepGini top-n, random (spec/robustness.md §4).
+"""Test selection from a candidate pool (spec/robustness.md §4).
 
-Every strategy takes a score vector over the pool and a budget (an absolute count, or a string
-such as "5%" of the pool), drops NaN scores (counted in the result), and returns the chosen pool
-indices with the parameters that produced them. A budget larger than the usable pool, or an empty
-pool, is refused with a `WorkbenchError` rather than silently shrunk.
+Strategies: BE-ST, KM-ST, DeepGini top-n, random, MCP, the ICSE artifact's KM-ST variant
+(`kmst_legacy`) and a coverage-guided baseline (`coverage_greedy`, with `neuron_coverage_items` to
+build its input). Every strategy takes a score vector (or matrix) over the pool and a budget (an
+absolute count, or a string such as "5%" of the pool), drops NaN scores (counted in the result),
+and returns the chosen pool indices with the parameters that produced them. A budget larger than
+the usable pool, or an empty pool, is refused with a `WorkbenchError` rather than silently shrunk.
+
+`STRATEGIES` names them all; `select(strategy, scores, budget, seed)` dispatches by name, taking
+what the strategy needs from a dict of the pool's scores.
 """
 
 from __future__ import annotations
@@ -187,3 +192,294 @@ def mcp(probs, budget) -> Selection:
             best = sorted(heads, key=lambda kh: (-priority[kh[1]], kh[1]))[:remaining]
             chosen.extend(i for _, i in best)
     return Selection(np.asarray(chosen, dtype=np.int64), "mcp", {"budget": n, "buckets": len(buckets)}, nan_count)
+
+
+# --- the ICSE artifact's KM-ST variant ------------------------------------------------------------------
+
+KMST_LEGACY_BLOCKS = 1000  # the ICSE artifact's k
+
+
+def kmst_legacy(fol, budget, blocks: int = KMST_LEGACY_BLOCKS, seed: int = 0) -> Selection:
+    """KM-ST as the ICSE artifact does it: whole equal-count FOL rank blocks drawn at random (§4).
+
+    The valid candidates are ranked by a stable ascending sort of FOL (ties to the lower index) and
+    cut into k = min(blocks, N) blocks of w = ⌊N/k⌋ consecutive ranks; block b holds ranks
+    [b·w, (b+1)·w). The N − k·w highest ranks (the "tail") belong to no block, as in the artifact.
+    The artifact takes ⌊n/w⌋ blocks whole, which gives ⌊n/w⌋·w ≤ n items; rounding is resolved so
+    that exactly n unique indices come back:
+
+    - m = min(⌊n/w⌋, k) blocks are taken whole, r = n − m·w items remain;
+    - if r > 0 and m < k (then r < w), one more block gives r of its members;
+    - if r > 0 and m = k (only when n > k·w), the tail gives them.
+
+    Random draws are pinned: one `numpy.random.default_rng(seed)`; `rng.permutation(k)` orders the
+    blocks, the first m are taken whole (in that order, each in ascending rank), then the partial
+    draw is `rng.choice(members, r, replace=False)` over the (m+1)-th block of the permutation, or
+    over the tail, its members in ascending rank. k < `blocks` only when the pool holds fewer than
+    `blocks` candidates (the artifact divides by zero there).
+    """
+    if int(blocks) != blocks or blocks < 1:
+        raise WorkbenchError(f"KM-ST (legacy) needs a positive whole number of blocks (got {blocks}).",
+                             f"Use {KMST_LEGACY_BLOCKS}, the artifact's value.")
+    valid, values, n, nan_count = _prepare(fol, budget, "KM-ST (legacy)")
+    order = valid[np.argsort(values, kind="stable")]
+    k = min(int(blocks), order.size)
+    width = order.size // k
+    full = min(n // width, k)
+    rest = n - full * width
+    rng = np.random.default_rng(seed)
+    permutation = rng.permutation(k)
+    parts = [order[b * width:(b + 1) * width] for b in permutation[:full]]
+    partial_from = None
+    if rest:
+        if full < k:
+            b = int(permutation[full])
+            members, partial_from = order[b * width:(b + 1) * width], f"block {b}"
+        else:
+            members, partial_from = order[k * width:], "tail"
+        parts.append(rng.choice(members, size=rest, replace=False))
+    chosen = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    params = {"budget": n, "blocks": int(blocks), "blocks_used": k, "block_size": width, "whole_blocks": full,
+              "partial": int(rest), "partial_from": partial_from, "tail": int(order.size - k * width), "seed": seed}
+    return Selection(chosen.astype(np.int64), "kmst-legacy", params, nan_count)
+
+
+# --- coverage-guided baseline ------------------------------------------------------------------------
+
+COVERAGE_FILLS = ("reset", "total")
+
+
+def coverage_greedy(covers, budget, fill: str = "reset") -> Selection:
+    """Greedy additional coverage over a boolean candidates × items matrix (the coverage baseline).
+
+    `covers[i, j]` says whether candidate i covers item j (an NC neuron, a KMNC section, …; see
+    `neuron_coverage_items`). Repeatedly the candidate adding the most not-yet-covered items is
+    taken, ties to the lower index. Once no remaining candidate adds anything:
+
+    - `fill="reset"` (default): the covered set is emptied and the additional greedy starts again
+      on the remaining candidates — the "additional" prioritisation of Rothermel, Untch, Chu and
+      Harrold (IEEE TSE 2001). After saturation the rest of the budget thus keeps spreading over
+      items instead of piling onto the most popular ones;
+    - `fill="total"`: the rest is filled with the candidates covering the most items in total
+      (ties to the lower index).
+
+    Candidates covering nothing come last, in index order. Rows of a float matrix holding NaN are
+    excluded and counted. Exact greedy, evaluated lazily: a candidate's gain never grows between
+    resets, so stale gains are upper bounds (the order equals a full re-evaluation every step).
+    """
+    import heapq
+
+    if fill not in COVERAGE_FILLS:
+        raise WorkbenchError(f"Unknown coverage fill {fill!r}.", f"Use one of: {', '.join(COVERAGE_FILLS)}.")
+    covers = np.asarray(covers)
+    if covers.ndim != 2 or covers.dtype.kind not in "biuf":
+        raise WorkbenchError(f"Coverage-greedy needs a candidates × items matrix of booleans (got shape "
+                             f"{covers.shape}, dtype {covers.dtype}).",
+                             "Build it with neuron_coverage_items, or pass which items each candidate covers.")
+    bad = np.isnan(covers).any(axis=1) if covers.dtype.kind == "f" else np.zeros(len(covers), bool)
+    valid, _, n, nan_count = _prepare(np.where(bad, np.nan, 0.0), budget, "Coverage-greedy")
+    items = np.ascontiguousarray(covers[valid] != 0)
+    totals = np.add.reduce(items.view(np.uint8), axis=1, dtype=np.int64)
+    count = len(valid)
+    static = np.lexsort((np.arange(count), -totals))  # by total, most first; ties to the lower index
+    uncovered = np.ones(items.shape[1], bool)
+    taken = np.zeros(count, bool)
+    stamp = np.full(count, -1, np.int64)  # == epoch: re-evaluated since the last reset, so in `heap`
+    epoch, pos, heap = 0, 0, []
+    chosen: list[int] = []
+    resets, saturated_at = 0, None
+
+    def static_head():
+        nonlocal pos
+        while pos < static.size and (taken[static[pos]] or stamp[static[pos]] == epoch):
+            pos += 1
+        return (-int(totals[static[pos]]), int(static[pos])) if pos < static.size else None
+
+    while len(chosen) < n:
+        head = static_head()
+        if heap and (head is None or heap[0] < head):
+            _, i = heapq.heappop(heap)
+        else:
+            i, pos = head[1], pos + 1
+        gain = int(np.count_nonzero(items[i] & uncovered))
+        key = (-gain, i)
+        rivals = [k for k in (static_head(), heap[0] if heap else None) if k is not None]
+        if rivals and key > min(rivals):  # a stale bound: someone else may add more
+            stamp[i] = epoch
+            heapq.heappush(heap, key)
+            continue
+        if gain == 0:  # nothing adds coverage any more
+            saturated_at = len(chosen) if saturated_at is None else saturated_at
+            if not uncovered.all():
+                static = static[~taken[static]]  # the candidates left, still by total
+                if fill == "total":
+                    chosen.extend(int(j) for j in static[:n - len(chosen)])
+                    break
+                resets += 1
+                epoch, pos, heap = epoch + 1, 0, []
+                uncovered[:] = True
+                continue
+        taken[i] = True
+        chosen.append(i)
+        uncovered &= ~items[i]
+    selected = valid[np.asarray(chosen, dtype=np.int64)]
+    union = int(np.count_nonzero(items[np.asarray(chosen, dtype=np.int64)].any(axis=0))) if chosen else 0
+    params = {"budget": n, "fill": fill, "items": int(items.shape[1]), "covered_items": union,
+              "coverable_items": int(np.count_nonzero(items.any(axis=0))), "saturated_at": saturated_at,
+              "resets": resets}
+    return Selection(selected.astype(np.int64), "coverage-greedy", params, nan_count)
+
+
+def neuron_coverage_items(ctx, model, layer, images, threshold: float = 0.0, batch_size: int = 256,
+                          point: str = "post", scaling: str = "layer_elements") -> np.ndarray:
+    """(N, neurons) bool: which NC neurons each image covers, for `coverage_greedy`.
+
+    The neuron definition is our NC criterion's (`workbench.core.coverage.neuron.NC`, spec
+    importance-and-coverage §3.2): per input and layer the values are min-max scaled (`scaling`,
+    default the whole layer tensor, then channel means for conv layers) and a neuron is covered when
+    its scaled value exceeds `threshold`; an input whose layer is constant covers nothing there.
+    `layer` is a layer name or a list of them (neurons numbered in that order); activations are
+    taken after the layer's activation function (`point="post"`) by default. The default threshold
+    0 marks the neurons active above the layer's minimum (DeepXplore's t = 0); the coverage reports'
+    NC uses 0.75. `images` are N×C×H×W in [0, 1] (or a `Split`); the model must be in eval mode.
+    """
+    from workbench.core.activations import NeuronDefinition, stream_activations
+    from workbench.core.coverage.neuron import NC
+    from workbench.core.data import Split, as_image_array
+    from workbench.core.layers import layer_catalogue
+    from workbench.core.robustness.scores import check_eval, torch_module
+
+    module = torch_module(model)
+    check_eval(module)
+    if isinstance(images, Split):
+        split = images
+    else:
+        images = as_image_array(np.asarray(images), "the candidate images")
+        split = Split(images, np.zeros(len(images), np.int64))
+    if len(split) == 0:
+        raise WorkbenchError("There are no candidate images to measure coverage on.", "Generate candidates first.")
+    names = [layer] if isinstance(layer, str) else list(layer)
+    if not names:
+        raise WorkbenchError("No layer was given for neuron coverage.", "Name one layer or several.")
+    catalogue = layer_catalogue(module, split.image_shape)
+    shapes = {info.name: tuple(info.output_shape) for info in catalogue}
+    missing = [name for name in names if name not in shapes]
+    if missing:
+        raise WorkbenchError(f"The model has no layer {missing[0]!r}.", f"Valid layers: {', '.join(shapes)}.")
+    nc = NC(threshold=threshold, scaling=scaling, layers=names, conv_neuron="channel-mean")
+    definitions = {name: NeuronDefinition(name, point, "element") for name in names}
+    out = None
+    for start, acts, _ in stream_activations(ctx, module, split, list(definitions.values()), split.image_shape,
+                                             batch_size):
+        ctx.check()
+        raw = {name: acts[d].reshape((len(acts[d]),) + shapes[name]) for name, d in definitions.items()}
+        rows = nc.profile(raw)
+        if out is None:
+            out = np.zeros((len(split), rows.shape[1]), dtype=bool)
+        out[start:start + len(rows)] = rows
+    return out
+
+
+# --- the registry --------------------------------------------------------------------------------------
+
+#: Every strategy by name, with a one-line description for menus and `--help`.
+STRATEGIES = {
+    "be-st": "BE-ST: the lowest and the highest FOL, half each (RobOT)",
+    "km-st": "KM-ST: equal quotas from k equal-width FOL sections, default k = 4 (RobOT)",
+    "deepgini": "DeepGini: the highest Gini impurity 1 − Σp² (most uncertain first)",
+    "random": "Random: uniform without replacement",
+    "mcp": "MCP: balanced over (top-1, top-2) class-pair buckets, nearest the boundary first",
+    "coverage-greedy": "Coverage-guided: greedy additional neuron coverage, restarted once saturated",
+    "kmst-legacy": "KM-ST as in the ICSE artifact: random whole blocks of 1,000 equal-count FOL ranks",
+}
+#: The FOL kinds a FOL strategy can rank by; one kind for the whole pool, never mixed (§2.3, §5.3).
+FOL_KINDS = ("fol_linf", "grad_l2", "fosc_l2")
+#: Score keys whose arrays run over the pool (their lengths must agree).
+POOL_KEYS = FOL_KINDS + ("deepgini", "probs", "covers", "margin", "least_confidence", "entropy")
+_OPTIONS = {"be-st": {"compat", "fol_kind"}, "km-st": {"k", "lo", "fol_kind"}, "kmst-legacy": {"blocks", "fol_kind"},
+            "deepgini": set(), "random": set(), "mcp": set(), "coverage-greedy": {"fill"}}
+
+
+def _pool_size(scores) -> int | None:
+    sizes = {key: len(np.asarray(scores[key])) for key in POOL_KEYS if scores.get(key) is not None}
+    if scores.get("pool_size") is not None:
+        sizes["pool_size"] = int(scores["pool_size"])
+    if len(set(sizes.values())) > 1:
+        listed = ", ".join(f"{k} {v}" for k, v in sizes.items())
+        raise WorkbenchError(f"The scores describe pools of different sizes ({listed}).",
+                             "Pass the scores of one candidate pool, computed together.")
+    return next(iter(sizes.values()), None)
+
+
+def _need(scores, key: str, strategy: str):
+    if scores.get(key) is None:
+        held = ", ".join(k for k in scores if scores.get(k) is not None) or "nothing"
+        raise WorkbenchError(f"Strategy {strategy!r} needs the pool's {key!r} scores, but they hold {held}.",
+                             "Score the pool first: score_inputs gives fol_linf (with x0 and eps), grad_l2 and "
+                             "deepgini; the softmax gives probs; neuron_coverage_items gives covers.")
+    return scores[key]
+
+
+def _plain_budget(budget):
+    if isinstance(budget, (np.integer, np.floating)):
+        return budget.item()
+    return budget if isinstance(budget, (int, float, str)) else str(budget)
+
+
+def select(strategy: str, scores: dict, budget, seed: int = 0, **options) -> Selection:
+    """Run a strategy of `STRATEGIES` by name on a pool's scores.
+
+    `scores` maps score names to arrays over the pool: `fol_linf` (FOSC L∞, the default for BE-ST,
+    KM-ST and KM-ST legacy; `fol_kind="grad_l2"` or `"fosc_l2"` ranks by that kind instead — one kind
+    for the whole pool, never mixed), `deepgini` (or `probs`, from which ξ is computed), `probs`
+    (N × K softmax, MCP), `covers` (N × items bool, coverage-greedy); `pool_size` may stand in for
+    them for random selection, which draws from the whole pool. The output of `score_inputs` can be
+    passed as it is. Options: `compat` (BE-ST), `k` and `lo` (KM-ST), `blocks` (KM-ST legacy),
+    `fill` (coverage-greedy). The result's `params` record the strategy, the budget as given and as
+    an absolute count, the seed, the FOL kind (None where no FOL is used) and the pool size; the
+    seed is recorded for every strategy but only random, KM-ST and KM-ST legacy draw from it.
+    """
+    key = str(strategy).lower()
+    if key not in STRATEGIES:
+        raise WorkbenchError(f"Unknown selection strategy {strategy!r}.",
+                             f"Known strategies: {', '.join(STRATEGIES)}.")
+    unknown = sorted(set(options) - _OPTIONS[key])
+    if unknown:
+        allowed = ", ".join(sorted(_OPTIONS[key])) or "none"
+        raise WorkbenchError(f"Strategy {key!r} has no option(s) {', '.join(unknown)}.", f"Its options: {allowed}.")
+    if not hasattr(scores, "get"):
+        raise WorkbenchError("The scores must be a dict of arrays over the pool.",
+                             "Pass e.g. {'fol_linf': ..., 'deepgini': ..., 'probs': ...}.")
+    pool = _pool_size(scores)
+    fol_kind = None
+    if key in ("be-st", "km-st", "kmst-legacy"):
+        fol_kind = options.pop("fol_kind", "fol_linf")
+        if fol_kind not in FOL_KINDS:
+            raise WorkbenchError(f"Unknown FOL kind {fol_kind!r}.", f"Use one of: {', '.join(FOL_KINDS)}.")
+        fol = _need(scores, fol_kind, key)
+        if key == "be-st":
+            result = be_st(fol, budget, **options)
+        elif key == "km-st":
+            result = km_st(fol, budget, seed=seed, **options)
+        else:
+            result = kmst_legacy(fol, budget, seed=seed, **options)
+    elif key == "deepgini":
+        if scores.get("deepgini") is None and scores.get("probs") is not None:
+            from workbench.core.robustness.scores import deepgini
+
+            result = deepgini_top(deepgini(np.asarray(scores["probs"], dtype=np.float64)), budget)
+            result.params["from"] = "probs"
+        else:
+            result = deepgini_top(_need(scores, "deepgini", key), budget)
+    elif key == "random":
+        if pool is None:
+            raise WorkbenchError("Random selection needs the pool's size, but the scores hold no array over the pool.",
+                                 "Pass any score of the pool, or pool_size.")
+        result = random_select(pool, budget, seed=seed)
+    elif key == "mcp":
+        result = mcp(_need(scores, "probs", key), budget)
+    else:
+        result = coverage_greedy(_need(scores, "covers", key), budget, **options)
+    result.params = {"strategy": key, "budget_given": _plain_budget(budget), **result.params, "seed": seed,
+                     "fol_kind": fol_kind, "pool_size": pool}
+    return result

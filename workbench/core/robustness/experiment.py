@@ -1,0 +1,161 @@
+"""The RobOT protocol (spec/robustness.md §5.3, §7, §8, §10.9): select, retrain, measure robustness.
+
+1. **Setup** (`prepare`): the training-set pool (FGSM ∪ PGD successes against the original model),
+   its held-out checkpointing part (clean mode), and `fp_test`, the successes on the test split,
+   frozen. The original model's report is the baseline (its static AE accuracy is 0 by construction).
+2. **Runs** (`run_strategy`): for each (strategy, budget, seed), select from the selectable part of
+   the pool, fine-tune a copy of the *original* model on train ∪ selected, and report.
+3. `robot_experiment` runs the grid and hands out one row per run as it finishes; the same seeds
+   are used for every strategy so the comparison is paired.
+
+Budgets are % of the selectable pool (or absolute counts); both forms are recorded.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from workbench.core.errors import WorkbenchError
+from workbench.core.robustness.attacks import check_eps
+from workbench.core.robustness.pool import CandidatePool, build_pool, holdout
+from workbench.core.robustness.reports import REPORT_SUBSET, robustness_report
+from workbench.core.robustness.retraining import CHECKPOINT_MODES, fine_tune
+from workbench.core.robustness.selection import resolve_budget, select
+
+DEFAULT_STRATEGIES = ("be-st", "km-st", "deepgini", "random")
+
+
+@dataclass
+class RobotSetup:
+    """What every run of one experiment shares."""
+
+    model: object
+    dataset: object
+    eps: float
+    pool: CandidatePool
+    selectable: np.ndarray
+    heldout: np.ndarray
+    fp_test: CandidatePool
+    baseline: dict
+    checkpoint_mode: str = "clean"
+    report_subset: int = REPORT_SUBSET
+    seed: int = 0
+
+    def checkpoint_set(self):
+        if self.checkpoint_mode == "clean":
+            part = self.pool.subset(self.heldout)
+            return part.images, part.labels
+        if self.checkpoint_mode == "paper":
+            return self.fp_test.images, self.fp_test.labels
+        return None
+
+    def summary(self) -> dict:
+        return {"eps": self.eps, "pool": self.pool.summary(), "selectable": int(len(self.selectable)),
+                "heldout": int(len(self.heldout)), "fp_test": self.fp_test.summary(),
+                "checkpoint_mode": self.checkpoint_mode, "baseline": self.baseline}
+
+
+def prepare(ctx, model, dataset, eps: float, seed: int = 0, checkpoint_mode: str = "clean",
+            holdout_fraction: float = 0.1, pool: CandidatePool | None = None,
+            fp_test: CandidatePool | None = None, pool_inputs: int | None = None,
+            report_subset: int = REPORT_SUBSET) -> RobotSetup:
+    """Build (or take) the pool and `fp_test`, hold out the checkpointing part, report the original.
+
+    `pool_inputs` attacks a seeded subset of that many training images instead of all of them.
+    """
+    eps = check_eps(eps)
+    if checkpoint_mode not in CHECKPOINT_MODES or checkpoint_mode == "last":
+        raise WorkbenchError(f"Checkpoint mode {checkpoint_mode!r} is not one of the protocol's.",
+                             "Use clean (the default) or paper.")
+    train, test = dataset.split("train"), dataset.split("test")
+    if pool is None:
+        indices = None
+        if pool_inputs is not None and pool_inputs < len(train):
+            indices = np.sort(np.random.default_rng(seed).choice(len(train), pool_inputs, replace=False))
+        pool = build_pool(ctx.stage(0, 3, "training-set pool"), model, train, eps, seed=seed, indices=indices,
+                          what="the training set")
+    if fp_test is None:
+        fp_test = build_pool(ctx.stage(1, 3, "fp_test"), model, test, eps, seed=seed + 100, what="the test set")
+    if checkpoint_mode == "clean":
+        selectable, held = holdout(pool, holdout_fraction, seed)
+    else:
+        selectable, held = np.arange(len(pool)), np.zeros(0, dtype=np.int64)
+    baseline = robustness_report(ctx.stage(2, 3, "baseline report"), model, test, eps, fp_test,
+                                 report_subset, seed)
+    return RobotSetup(model, dataset, eps, pool, selectable, held, fp_test, baseline, checkpoint_mode,
+                      report_subset, seed)
+
+
+def selection_scores(pool: CandidatePool) -> dict:
+    """The score vectors `selection.select` reads, from a pool."""
+    return {**pool.scores, "probs": pool.probs}
+
+
+def run_strategy(ctx, setup: RobotSetup, strategy: str, budget, seed: int = 0, preset: str = "robot-mnist",
+                 epochs: int | None = None, extra_scores: dict | None = None) -> tuple[dict, object]:
+    """Select with one strategy and budget, fine-tune the original model, report: (row, retrained model)."""
+    started = time.monotonic()
+    candidates = setup.pool.subset(setup.selectable)
+    scores = {**selection_scores(candidates), **(extra_scores or {})}
+    chosen = select(strategy, scores, budget, seed=seed)
+    picked = candidates.subset(chosen.indices)
+    tuned = fine_tune(ctx.stage(0, 2, f"{strategy} {budget}: fine-tuning"), setup.model,
+                      setup.dataset.split("train"), picked.images, picked.labels, preset=preset, seed=seed,
+                      checkpoint_set=setup.checkpoint_set(), checkpoint_mode=setup.checkpoint_mode, epochs=epochs)
+    report = robustness_report(ctx.stage(1, 2, f"{strategy} {budget}: report"), tuned.model,
+                               setup.dataset.split("test"), setup.eps, setup.fp_test, setup.report_subset,
+                               setup.seed)
+    n = len(chosen.indices)
+    row = {"strategy": strategy, "budget": str(budget), "selected": n,
+           "budget_percent": 100.0 * n / len(candidates), "seed": int(seed),
+           "selected_fol_mean": float(np.mean(picked.scores["fol_linf"])) if "fol_linf" in picked.scores else None,
+           **report, "best_epoch": tuned.best_epoch, "checkpoint_mode": setup.checkpoint_mode,
+           "optimistic": setup.checkpoint_mode == "paper", "seconds": time.monotonic() - started,
+           "selection_params": chosen.params}
+    return row, tuned.model
+
+
+@dataclass
+class ExperimentResult:
+    rows: list[dict]
+    setup: dict
+    params: dict = field(default_factory=dict)
+
+    def table(self, metric: str = "static_ae_accuracy") -> dict:
+        """{strategy: {budget: (mean, sd, runs)}} of one metric over seeds."""
+        out: dict = {}
+        for row in self.rows:
+            out.setdefault(row["strategy"], {}).setdefault(row["budget"], []).append(row[metric])
+        return {s: {b: (float(np.mean(v)), float(np.std(v, ddof=1)) if len(v) > 1 else 0.0, len(v))
+                    for b, v in by.items()} for s, by in out.items()}
+
+
+def robot_experiment(ctx, model, dataset, eps: float, strategies=DEFAULT_STRATEGIES, budgets=("1%", "2%", "4%"),
+                     seeds=(0, 1, 2), preset: str = "robot-mnist", epochs: int | None = None,
+                     checkpoint_mode: str = "clean", setup: RobotSetup | None = None, pool_inputs: int | None = None,
+                     report_subset: int = REPORT_SUBSET) -> ExperimentResult:
+    """The grid of strategies × budgets × seeds over one setup; a partial result per finished run."""
+    for budget in budgets:  # refuse a bad budget before minutes of attacks
+        resolve_budget(budget, 10**9)
+    if not strategies or not seeds:
+        raise WorkbenchError("The experiment needs at least one strategy and one seed.", "Name them.")
+    grid = [(s, b, seed) for b in budgets for s in strategies for seed in seeds]
+    stages = len(grid) + (setup is None)
+    if setup is None:
+        setup = prepare(ctx.stage(0, stages, "setup"), model, dataset, eps, seed=seeds[0],
+                        checkpoint_mode=checkpoint_mode, pool_inputs=pool_inputs, report_subset=report_subset)
+        ctx.partial({"setup": setup.summary()})
+    rows = []
+    offset = stages - len(grid)
+    for k, (strategy, budget, seed) in enumerate(grid):
+        row, _ = run_strategy(ctx.stage(offset + k, stages, f"run {k + 1}/{len(grid)}"), setup, strategy, budget,
+                              seed, preset=preset, epochs=epochs)
+        rows.append(row)
+        ctx.partial(row)
+    params = {"strategies": list(strategies), "budgets": [str(b) for b in budgets], "seeds": list(seeds),
+              "preset": preset, "epochs": epochs, "checkpoint_mode": checkpoint_mode,
+              "report_subset": setup.report_subset, "eps": setup.eps}
+    return ExperimentResult(rows, setup.summary(), params)

@@ -1,0 +1,155 @@
+"""The candidate pool: successful adversarials with every score selection needs (spec/robustness.md §5.3).
+
+A pool is what FGSM and PGD (and the fuzzer) produced against one model, each candidate carrying
+its source index, attack, ground truth, both FOL kinds and the uncertainty scores. Pools are stored
+in a project as `testset` artifacts (arrays `x` and `y` plus the scores), so coverage, selection and
+retraining can all read them back. `holdout` splits off the checkpointing part of §7: grouped by
+source image, stratified by which attacks succeeded on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from workbench.core.errors import WorkbenchError
+from workbench.core.robustness.attacks import ATTACKS, attack_split, check_eps
+from workbench.core.robustness.scores import UNCERTAINTY_SCORES, score_inputs
+
+#: Per-candidate scores a pool carries (§5.3); `probs` (N×K) is kept too, for MCP.
+SCORE_NAMES = ("fol_linf", "fosc_l2", "grad_l2", *UNCERTAINTY_SCORES)
+
+
+@dataclass
+class CandidatePool:
+    """Candidates (N×C×H×W in [0,1]) with ground truth, origin, scores and how they were made."""
+
+    images: np.ndarray
+    labels: np.ndarray
+    source_index: np.ndarray
+    attack: np.ndarray
+    scores: dict[str, np.ndarray]
+    probs: np.ndarray
+    params: dict = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def subset(self, indices) -> "CandidatePool":
+        indices = np.asarray(indices, dtype=np.int64)
+        return CandidatePool(self.images[indices], self.labels[indices], self.source_index[indices],
+                             self.attack[indices], {k: v[indices] for k, v in self.scores.items()},
+                             self.probs[indices], dict(self.params))
+
+    def attack_counts(self) -> dict[str, int]:
+        names, counts = np.unique(self.attack, return_counts=True)
+        return {str(n): int(c) for n, c in zip(names, counts)}
+
+    def summary(self) -> dict:
+        fol = self.scores.get("fol_linf", np.zeros(0))
+        return {"candidates": len(self), "by_attack": self.attack_counts(),
+                "fol_linf_mean": float(np.nanmean(fol)) if fol.size else None,
+                "fol_linf_median": float(np.nanmedian(fol)) if fol.size else None}
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """Arrays for a `testset` artifact: `x`, `y` (what every test-set reader takes) plus the scores."""
+        return {"x": self.images, "y": self.labels, "source_index": self.source_index,
+                "attack": self.attack.astype(str), "probs": self.probs,
+                **{f"score_{k}": v for k, v in self.scores.items()}}
+
+    @classmethod
+    def from_artifact(cls, artifact) -> "CandidatePool":
+        """A pool read back from a project artifact written by `to_arrays`."""
+        needed = {"x", "y", "source_index", "attack", "probs"}
+        missing = needed - set(artifact.names)
+        if missing:
+            raise WorkbenchError(f"Test set {artifact.path.stem!r} is not a candidate pool: it lacks "
+                                 f"{', '.join(sorted(missing))}.",
+                                 "Choose a pool made by `workbench attack` or the Robustness view.")
+        scores = {n[len("score_"):]: artifact[n] for n in artifact.names if n.startswith("score_")}
+        return cls(artifact["x"].astype(np.float32), artifact["y"].astype(np.int64),
+                   artifact["source_index"].astype(np.int64), np.asarray(artifact["attack"]).astype(str),
+                   scores, artifact["probs"], dict(artifact.provenance))
+
+
+def score_candidates(ctx, model, images, labels, x0, eps: float, loss_mode: str = "logits",
+                     batch_size: int = 256) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """(scores, softmax probabilities) for candidates whose clean inputs are `x0` (§5.3)."""
+    out = score_inputs(ctx, model, images, labels, x0=x0, eps=eps, loss_mode=loss_mode, batch_size=batch_size)
+    probs = out.pop("probs_matrix")
+    out.pop("params")
+    return {k: np.asarray(out[k], dtype=np.float64) for k in SCORE_NAMES if k in out}, probs
+
+
+def build_pool(ctx, model, split, eps: float, attacks=ATTACKS, seed: int = 0, batch_size: int = 256,
+               indices=None, loss_mode: str = "logits", what: str = "") -> CandidatePool:
+    """Attack `split` (or `indices` of it) with FGSM and PGD, keep the successes and score them (§5.3).
+
+    FOL∞ uses the clean input and ground truth with the same ε that made the candidate, so FOL∞ ≥ 0
+    for every candidate. An input can contribute one candidate per attack.
+    """
+    eps = check_eps(eps)
+    attacked = attack_split(ctx, model, split, eps, attacks=attacks, seed=seed, batch_size=batch_size,
+                            indices=indices, loss_mode=loss_mode, successful_only=True)
+    if len(attacked) == 0:
+        raise WorkbenchError(f"No attack succeeded on {what or 'the inputs'} at eps={eps:g}: the pool is empty.",
+                             "Raise eps, attack more inputs, or check that the model is not already robust.")
+    ctx.check()
+    scores, probs = score_candidates(ctx, model, attacked.images, attacked.labels,
+                                     attacked.clean_images(split), eps, loss_mode, batch_size)
+    params = {**attacked.params, "what": what, "attacked_inputs": int(len(split) if indices is None else len(indices))}
+    return CandidatePool(attacked.images, attacked.labels, attacked.source_index, attacked.attack,
+                         scores, probs, params)
+
+
+def merge_pools(first: CandidatePool, second: CandidatePool) -> CandidatePool:
+    """One pool from two (e.g. attacks and fuzzer tests); both must score FOL the same way (§5.3)."""
+    for key in ("eps", "loss_mode"):
+        if first.params.get(key) != second.params.get(key):
+            raise WorkbenchError(f"The two pools were scored with different {key} ({first.params.get(key)} and "
+                                 f"{second.params.get(key)}).", "Score both pools with the same settings.")
+    common = sorted(set(first.scores) & set(second.scores))
+    return CandidatePool(np.concatenate([first.images, second.images]),
+                         np.concatenate([first.labels, second.labels]),
+                         np.concatenate([first.source_index, second.source_index]),
+                         np.concatenate([first.attack, second.attack]),
+                         {k: np.concatenate([first.scores[k], second.scores[k]]) for k in common},
+                         np.concatenate([first.probs, second.probs]),
+                         {**first.params, "merged_with": second.params.get("what", "")})
+
+
+def holdout(pool: CandidatePool, fraction: float = 0.1, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(selectable, held-out) pool indices: `fraction` of the source images held out for checkpointing (§7).
+
+    Grouping by source image keeps both attack versions of an input on one side; stratifying by the
+    set of attacks that succeeded on it keeps the FGSM/PGD mix of both sides alike.
+    """
+    if not 0.0 < fraction < 1.0:
+        raise WorkbenchError(f"The held-out fraction {fraction} is not between 0 and 1.", "Use e.g. 0.1.")
+    rng = np.random.default_rng(seed)
+    sources, inverse = np.unique(pool.source_index, return_inverse=True)
+    signature = np.zeros(len(sources), dtype=np.int64)
+    for k, name in enumerate(sorted(set(pool.attack.tolist()))):
+        hit = np.zeros(len(sources), dtype=bool)
+        hit[inverse[pool.attack == name]] = True
+        signature |= hit.astype(np.int64) << k
+    held_sources = np.zeros(len(sources), dtype=bool)
+    for value in np.unique(signature):
+        members = np.flatnonzero(signature == value)
+        take = int(round(fraction * len(members)))
+        held_sources[rng.choice(members, size=take, replace=False)] = True
+    held = held_sources[inverse]
+    return np.flatnonzero(~held), np.flatnonzero(held)
+
+
+# --- in a project ---------------------------------------------------------------------------------
+
+def save_pool(project, name: str, pool: CandidatePool, **how) -> dict:
+    """Store a pool as a project test set (arrays `x`, `y` and the scores), atomically."""
+    return project.save_artifact("testset", name, pool.to_arrays(), role="candidate-pool", **pool.params, **how)
+
+
+def load_pool(project, name: str) -> CandidatePool:
+    """A pool stored by `save_pool`, read back."""
+    return CandidatePool.from_artifact(project.load_artifact(name, kind="testset"))

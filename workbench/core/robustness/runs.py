@@ -1,0 +1,42 @@
+"""Retraining experiments and convergence runs stored in a project, with every setting (§7–§9).
+
+A run is a list of flat rows (one per retraining run or per round). The artifact holds each numeric
+or text column as an array, for HDF5 readers, and the rows themselves in its provenance, so the
+GUI and CLI read them back exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from workbench.core.errors import WorkbenchError
+
+RUN_KIND = "robustness"
+
+
+def rows_to_columns(rows: list[dict]) -> dict[str, np.ndarray]:
+    """Scalar fields shared by every row as arrays (numbers as float64, text as str)."""
+    columns = {}
+    for key in rows[0] if rows else ():
+        values = [row.get(key) for row in rows]
+        if all(isinstance(v, (bool, int, float, np.number)) or v is None for v in values):
+            columns[key] = np.array([np.nan if v is None else float(v) for v in values])
+        elif all(isinstance(v, str) for v in values):
+            columns[key] = np.array(values, dtype=str)
+    return columns
+
+
+def save_run(project, name: str, what: str, rows: list[dict], params: dict, **how) -> dict:
+    """Store a run (`what` is "experiment" or "convergence") under `name`; replaces one of that name."""
+    if not rows:
+        raise WorkbenchError("The run produced no rows; nothing is stored.", "Run at least one round.")
+    return project.save_artifact(RUN_KIND, name, rows_to_columns(rows), what=what, rows=rows, params=params, **how)
+
+
+def load_run(project, name: str) -> dict:
+    """{"what", "rows", "params", ...} of a stored run."""
+    artifact = project.load_artifact(name, kind=RUN_KIND)
+    how = artifact.provenance
+    if "rows" not in how:
+        raise WorkbenchError(f"Result {name!r} holds no run rows.", "Run the experiment again.")
+    return how
