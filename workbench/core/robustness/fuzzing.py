@@ -27,9 +27,9 @@ Deviations from the RobOT code, all from §6.2 unless noted:
   draws its u's from its own `numpy.random.default_rng([seed, seed_index])`, so the draws do not
   depend on the batching. (The original draws from the global NumPy state.)
 - Mutation budget: a seed stops after `mutations_per_seed` mutations, even in the middle of a pair.
-  `stop_reason` is "time" or "max_tests" when a global budget ended the run, "mutations" when at
-  least one seed was cut by its budget (the counts of capped and exhausted seeds are in `params`),
-  and "exhausted" when every queue ran empty first.
+  `stop_reason` is "time" or "max_tests" when a global budget ended the run, "mutations" when the
+  budget cut off at least one seed's search (`params` counts the seeds capped and exhausted), and
+  "exhausted" when every queue ran empty on its own.
 - A seed with ‖x0‖₂ = 0 (a blank image) has no finite relative distance; any change counts as
   outside the bound.
 """
@@ -286,8 +286,12 @@ class _Fuzzer:
         x = torch.clamp(x + self.lr * u.view(-1, *([1] * (x.dim() - 1))) * grad, 0.0, 1.0)
         return project(x, x0, self.eps) if self.project_linf else x
 
-    def book(self, seeds, x, x0, fol, pred) -> None:
-        """Enqueue/record the mutants `x` of `seeds` (one row each) and count the mutation."""
+    def book(self, seeds, x, x0, fol, pred, second: bool) -> None:
+        """Enqueue/record the mutants `x` of `seeds` (one row each) and count the mutation.
+
+        A seed reaching its mutation budget is "capped" only if the budget cut something off (a
+        pending second mutation or queue entry); otherwise it ran out on its own, "exhausted".
+        """
         import torch
 
         diff = (x - x0).flatten(1)
@@ -306,7 +310,8 @@ class _Fuzzer:
         for r, s in enumerate(seeds):
             s.count += 1
             self.mutations += 1
-            if fol_np[r] > s.folmax and bound_np[r]:
+            wants_queue = bool(fol_np[r] > s.folmax and bound_np[r])
+            if wants_queue:
                 s.folmax = float(fol_np[r])
                 if self.cap is None or s.count < self.cap:  # a capped seed pops nothing more
                     s.queue.append(x[r].detach().clone())
@@ -316,7 +321,7 @@ class _Fuzzer:
             if pred_np[r] != s.yhat and (bound_np[r] or self.compat):
                 rec_rows.append(r)
             if self.cap is not None and s.count >= self.cap:
-                s.state = "capped"
+                s.state = "capped" if (s.queue or wants_queue or not second) else "exhausted"
                 s.queue.clear()
         if rec_rows:
             rows = np.asarray(rec_rows)
@@ -340,7 +345,7 @@ class _Fuzzer:
         x1 = self.step(x, grad, seeds, x0)
         # the objective at x1 also gives its fol and label, and the second mutation's direction
         grad1, fol1, pred1 = objective_gradient(self.module, x1, yhat, self.loss_mode)
-        self.book(seeds, x1, x0, fol1, pred1)
+        self.book(seeds, x1, x0, fol1, pred1, second=False)
         rows = [r for r, s in enumerate(seeds) if s.state == "live"]
         if not rows:
             return
@@ -348,7 +353,7 @@ class _Fuzzer:
         cont = [seeds[r] for r in rows]
         x2 = self.step(x1[idx], grad1[idx], cont, x0[idx])
         g2, logits2 = _first_order(self.module, x2, yhat[idx], self.loss_mode)
-        self.book(cont, x2, x0[idx], grad_l2(g2), logits2.argmax(1))
+        self.book(cont, x2, x0[idx], grad_l2(g2), logits2.argmax(1), second=True)
 
     def run(self, seeds) -> bool:
         """Fuzz `seeds` together until their queues are empty or capped; False if a global budget hit."""

@@ -1,0 +1,133 @@
+"""The Robustness view's jobs: small compositions of `core.robustness` calls, with no Qt in them.
+
+Like `tasks.py`, they run on a worker thread and never write to the project: what they store comes
+back as saves of a `ProjectSnapshot` for the session to write on the UI thread. Pools made before
+against the same weights, ε, inputs and seed are read back instead of attacked again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from workbench.core.data import Dataset
+from workbench.core.jobs import JobContext
+from workbench.core.model_io import LoadedModel
+from workbench.gui.tasks import ProjectSnapshot, StoredRun
+
+
+@dataclass
+class RobustnessBase:
+    """What the view shows before any retraining: the shared setup and the clean FOL∞ of test inputs."""
+
+    setup: object  # core.robustness.experiment.RobotSetup
+    clean_fol: np.ndarray  # FOL∞ at x' = x0 (= ε‖∇J‖₁) on the report subset of the test split
+    model: str
+    dataset: str
+    fingerprint: str
+    reused: list = field(default_factory=list)  # names of stored pools read back
+    artifact: str | None = None
+
+
+def _pool_name(kind: str, model: str, eps: float, inputs: int | None, seed: int) -> str:
+    size = "all" if inputs is None else f"{inputs}"
+    return f"{kind} {model} eps={eps:g} inputs={size} seed={seed}"
+
+
+def _stored_pool(snapshot: ProjectSnapshot, **match):
+    from workbench.core.errors import WorkbenchError
+    from workbench.core.robustness.pool import load_pool
+
+    name = snapshot.find_artifact("testset", role="candidate-pool", **match)
+    if name is None:
+        return None, None
+    try:
+        return load_pool(snapshot, name), name
+    except WorkbenchError:  # damaged or foreign: make it again
+        return None, None
+
+
+def prepare_robustness(ctx: JobContext, model: LoadedModel, dataset: Dataset, eps: float, pool_inputs: int | None,
+                       seed: int, snapshot: ProjectSnapshot, report_subset: int = 1000) -> StoredRun:
+    """The training-set pool, `fp_test`, the baseline report and the clean FOL∞ (experiment `prepare`)."""
+    from workbench.core.robustness.experiment import prepare
+    from workbench.core.robustness.pool import save_pool
+    from workbench.core.robustness.reports import report_subset as subset_of
+    from workbench.core.robustness.scores import score_inputs
+
+    fingerprint = model.fingerprint()
+    common = {"model_fingerprint": fingerprint, "eps": eps, "seed_of_run": seed}
+    pool, pool_name = _stored_pool(snapshot, kind_of_pool="train", pool_inputs=pool_inputs, **common)
+    fp_test, fp_name = _stored_pool(snapshot, kind_of_pool="fp_test", **common)
+    setup = prepare(ctx.stage(0, 2, "pools and baseline"), model, dataset, eps, seed=seed, pool=pool,
+                    fp_test=fp_test, pool_inputs=pool_inputs, report_subset=report_subset)
+    if pool is None:
+        pool_name = _pool_name("pool", model.name, eps, pool_inputs, seed)
+        save_pool(snapshot, pool_name, setup.pool, kind_of_pool="train", pool_inputs=pool_inputs,
+                  model=model.name, dataset=dataset.name, **common)
+    if fp_test is None:
+        fp_name = _pool_name("fp_test", model.name, eps, None, seed)
+        save_pool(snapshot, fp_name, setup.fp_test, kind_of_pool="fp_test", model=model.name,
+                  dataset=dataset.name, **common)
+    test = dataset.split("test")
+    index = subset_of(len(test), report_subset, seed)
+    x0 = test.numpy(index)
+    clean = score_inputs(ctx.stage(1, 2, "clean FOL"), model, x0, test.labels[index], x0=x0, eps=eps)
+    base = RobustnessBase(setup, clean["fol_linf"], model.name, dataset.name, fingerprint,
+                          reused=[n for n, stored in ((pool_name, pool), (fp_name, fp_test)) if stored is not None])
+    return StoredRun(base, snapshot.saves)
+
+
+def select_candidates(ctx: JobContext, base: RobustnessBase, strategy: str, budget, seed: int):
+    """A strategy's pick from the selectable part of the pool: (Selection, the picked sub-pool)."""
+    from workbench.core.robustness.experiment import selection_scores
+    from workbench.core.robustness.selection import select
+
+    ctx.progress(0, 1, f"selecting with {strategy}")
+    candidates = base.setup.pool.subset(base.setup.selectable)
+    chosen = select(strategy, selection_scores(candidates), budget, seed=seed)
+    ctx.progress(1, 1, "selected")
+    return chosen, candidates.subset(chosen.indices)
+
+
+def retrain_strategies(ctx: JobContext, base: RobustnessBase, strategies: list[str], budgets: list, seeds: list[int],
+                       epochs: int | None, snapshot: ProjectSnapshot, name: str) -> StoredRun:
+    """The RobOT grid over the prepared setup; one partial row per finished run; the run is stored."""
+    from workbench.core.robustness.experiment import robot_experiment
+    from workbench.core.robustness.runs import save_run
+
+    result = robot_experiment(ctx, base.setup.model, base.setup.dataset, base.setup.eps, strategies=strategies,
+                              budgets=budgets, seeds=seeds, epochs=epochs, setup=base.setup)
+    save_run(snapshot, name, "experiment", result.rows, result.params, model=base.model, dataset=base.dataset,
+             model_fingerprint=base.fingerprint, setup=result.setup)
+    return StoredRun(result, snapshot.saves)
+
+
+def run_convergence(ctx: JobContext, base: RobustnessBase, rounds: int, requirement: float, epochs: int,
+                    pool_inputs: int | None, snapshot: ProjectSnapshot, name: str) -> StoredRun:
+    """The §9 loop from the prepared model and `fp_test`; one partial row per round; the run is stored."""
+    from workbench.core.robustness.convergence import convergence_loop
+    from workbench.core.robustness.runs import save_run
+
+    setup = base.setup
+    result = convergence_loop(ctx, setup.model, setup.dataset, setup.eps, setup.fp_test, rounds=rounds,
+                              requirement=requirement, epochs=epochs, pool_inputs=pool_inputs,
+                              seed=setup.seed, report_subset=setup.report_subset)
+    save_run(snapshot, name, "convergence", result.rounds, result.params, model=base.model, dataset=base.dataset,
+             model_fingerprint=base.fingerprint, met=result.met, stop_reason=result.stop_reason)
+    return StoredRun(result, snapshot.saves)
+
+
+def run_fuzzer(ctx: JobContext, model: LoadedModel, dataset: Dataset, eps: float, n_seeds: int,
+               time_budget_s: float, project_linf: bool, seed: int, snapshot: ProjectSnapshot, name: str) -> StoredRun:
+    """FOL-guided fuzzing from training seeds; the tests are stored as a project test set."""
+    from workbench.core.robustness.fuzzing import fuzz
+
+    result = fuzz(ctx, model, dataset.split("train"), eps=eps, n_seeds=n_seeds, seed=seed,
+                  time_budget_s=time_budget_s, project_linf=project_linf)
+    if len(result):
+        snapshot.save_artifact("testset", name, result.to_arrays(), **{
+            **result.params, "role": "fuzzed", "model": model.name, "dataset": dataset.name,
+            "model_fingerprint": model.fingerprint()})
+    return StoredRun(result, snapshot.saves)
