@@ -48,6 +48,8 @@ ACTIONS: tuple[ActionSpec, ...] = (
                "Relevant neurons of a layer, their galleries, an input inspector and the ablation check"),
     ActionSpec("view_coverage", "C&overage", "View", "Ctrl+5",
                "Coverage of test sets by IDC and the classic criteria, with the IDC and KMNC matrices"),
+    ActionSpec("view_robustness", "&Robustness", "View", "Ctrl+6",
+               "FOL of attacks, test selection, retraining, convergence and fuzzing (RobOT)"),
     ActionSpec("close_view", "&Close view", "View", "Ctrl+W", "Close the current tab (reopen it from this menu)"),
     ActionSpec("toggle_project_dock", "&Project panel", "View", "Ctrl+Shift+P", checkable=True,
                separator_before=True),

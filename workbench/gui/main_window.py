@@ -32,12 +32,13 @@ from workbench.gui.views.coverage_view import CoverageView
 from workbench.gui.views.data_view import DataView
 from workbench.gui.views.importance_view import ImportanceView
 from workbench.gui.views.model_view import ModelView
+from workbench.gui.views.robustness_view import RobustnessView, is_robustness_result
 from workbench.gui.views.training_view import TrainingView
 from workbench.gui.widgets.jobs_panel import JobsPanel
 from workbench.gui.widgets.notice_bar import NoticeBar
 
 VIEW_TITLES = {"data": "Data", "model": "Model", "training": "Training", "importance": "Importance",
-               "coverage": "Coverage"}
+               "coverage": "Coverage", "robustness": "Robustness"}
 DEFAULT_SIZE = (1440, 900)
 _open_windows: set["MainWindow"] = set()  # windows opened from another window, kept alive here
 
@@ -57,7 +58,8 @@ class MainWindow(QMainWindow):
                       "model": ModelView(self.session, self.selection),
                       "training": TrainingView(self.session, self.selection),
                       "importance": ImportanceView(self.session, self.selection),
-                      "coverage": CoverageView(self.session, self.selection)}
+                      "coverage": CoverageView(self.session, self.selection),
+                      "robustness": RobustnessView(self.session, self.selection)}
         self.tabs = QTabWidget()
         self.tabs.setObjectName("viewTabs")
         self.tabs.setDocumentMode(True)
@@ -130,7 +132,8 @@ class MainWindow(QMainWindow):
             "view_data": lambda: self.show_view("data"), "view_model": lambda: self.show_view("model"),
             "view_training": lambda: self.show_view("training"),
             "view_importance": lambda: self.show_view("importance"),
-            "view_coverage": lambda: self.show_view("coverage"), "close_view": self.close_current_view,
+            "view_coverage": lambda: self.show_view("coverage"),
+            "view_robustness": lambda: self.show_view("robustness"), "close_view": self.close_current_view,
             "toggle_project_dock": self.project_dock.toggleViewAction(),
             "toggle_jobs_dock": self.jobs_dock.toggleViewAction(),
             "restore_layout": self.restore_default_layout, "full_screen": self.set_full_screen,
@@ -204,6 +207,7 @@ class MainWindow(QMainWindow):
         self.views["importance"].open_model_requested.connect(self.open_model_file)
         self.views["coverage"].open_model_requested.connect(self.open_model_file)
         self.views["coverage"].inspect_requested.connect(lambda: self.show_view("importance"))
+        self.views["robustness"].open_model_requested.connect(self.open_model_file)
         self.views["model"].train_requested.connect(lambda: self.show_view("training"))
         self.views["training"].trained.connect(lambda _: self.show_view("training"))
 
@@ -313,6 +317,8 @@ class MainWindow(QMainWindow):
                 self.show_view("importance")
             elif payload.get("kind") in ("coverage", "coverage-fit"):
                 self.show_view("coverage")
+            elif payload.get("kind") == "robustness":
+                self.show_view("robustness")
             else:
                 self.show_view("model")
         else:
@@ -327,6 +333,8 @@ class MainWindow(QMainWindow):
             self._dialog(report_error(self, job.record.error, job.record.details, title=f"{job.name} failed"))
         elif isinstance(job.result, (TrainedModel,)):
             self.show_view("training")
+        elif isinstance(job.result, StoredRun) and is_robustness_result(job.result.result):
+            self.show_view("robustness")
         elif isinstance(job.result, StoredRun):
             self.show_view("coverage" if isinstance(job.result.result, SetCoverage) else "importance")
         elif isinstance(job.result, ModelBundle):

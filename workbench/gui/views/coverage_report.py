@@ -9,7 +9,7 @@ import numpy as np
 
 from workbench.gui.coverage_choices import CRITERION_HELP, CRITERION_TITLES, coverage_text
 from workbench.gui.coverage_runs import CANCELLED, DONE, FAILED, RUNNING, CoverageRequest, SetRun
-from workbench.gui.views.importance_view import error_text
+from workbench.gui.views.view_inputs import error_text
 from workbench.gui.widgets.growth_plot import Curve
 
 NEURON_CRITERIA = ("nc", "kmnc", "nbc", "snac", "tknc", "tknp")

@@ -27,7 +27,8 @@ from workbench.gui.selection import Selection
 from workbench.gui.session import Session
 from workbench.gui.views.coverage_matrices import MAX_DRAWN_CELLS, IdcPanel, KmncPanel, MatrixSet, largest_drawable_m
 from workbench.gui.views.coverage_report import cell_text, growth_curves, summary_text
-from workbench.gui.views.importance_view import default_layer, error_text
+from workbench.gui.views.importance_view import default_layer
+from workbench.gui.views.view_inputs import error_text, ready_inputs
 from workbench.gui.views.model_view import section_label
 from workbench.gui.widgets.cell_inputs import CellInputs
 from workbench.gui.widgets.coverage_table import CoverageTable
@@ -265,35 +266,8 @@ class CoverageView(QWidget):
         self._show_all()
 
     def _ready_inputs(self):
-        """The loaded model bundle and dataset, or (None, None) after saying what is missing."""
-        model, spec, session = self.selection.model, self.selection.dataset, self.session
-        if model is None:
-            self.stack.show_message("No model in this project", "Open a model file or add a bundled model from the "
-                                    "Project menu; its coverage is measured here.",
-                                    [("Open model file…", self.open_model_requested.emit)])
-            return None, None
-        if spec is None:
-            self.stack.show_message("No dataset to measure coverage on", "Add a dataset from the Project menu.")
-            return None, None
-        for kind, key, loaded, errors, load in (
-                ("dataset", spec, session.datasets, session.dataset_errors, session.load_dataset),
-                ("model", model, session.models, session.model_errors, session.load_model)):
-            if key in loaded:
-                continue
-            title = session.dataset_title(key) if kind == "dataset" else key
-            if key in errors:
-                self.stack.show_message(f"{title} could not be loaded", error_text(errors[key]),
-                                        [("Try again", lambda load=load, key=key: load(key))])
-            else:
-                self.stack.show_message(f"Loading {title}…", busy=True)
-                load(key)
-            return None, None
-        problem = session.compatibility_problem(model, spec)
-        if problem:
-            self.stack.show_message("This model does not fit this dataset",
-                                    problem + "\nChoose the dataset the model was made for in the tool bar.")
-            return None, None
-        return session.models[model], session.datasets[spec]
+        return ready_inputs(self.session, self.selection, self.stack, self.open_model_requested.emit,
+                            "its coverage is measured here", "No dataset to measure coverage on")
 
     def _fill_layers(self, bundle) -> bool:
         if not bundle.catalogue:

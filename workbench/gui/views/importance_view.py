@@ -29,6 +29,7 @@ from workbench.gui.widgets.export import export_csv, export_png
 from workbench.gui.widgets.gallery_strip import GalleryPanel, Tile
 from workbench.gui.widgets.input_inspector import InputInspector
 from workbench.gui.widgets.relevance_heatmap import RelevanceHeatmap
+from workbench.gui.views.view_inputs import error_text, ready_inputs
 
 DEFAULT_M = 6  # IDC's default number of important neurons (spec §2.2)
 GALLERY_SIZE = 9  # images per ranking: a 3×3 grid
@@ -65,10 +66,6 @@ def rule_text(rule) -> str:
     if len(set(texts.values())) == 1:
         return next(iter(texts.values()))
     return ", ".join(f"{part} {text}" for part, text in texts.items()) or rule.get("name", "LRP")
-
-
-def error_text(exc: BaseException) -> str:
-    return f"{getattr(exc, 'message', None) or exc}\n{getattr(exc, 'hint', '')}".strip()
 
 
 class PanelJobs:
@@ -317,41 +314,8 @@ class ImportanceView(QWidget):
         self._show_pending(key)
 
     def _ready_inputs(self):
-        """The loaded model bundle and dataset, or (None, None) after saying what is missing."""
-        model, spec = self.selection.model, self.selection.dataset
-        if model is None:
-            self.stack.show_message("No model in this project", "Open a model file or add a bundled model from "
-                                    "the Project menu; its neurons are ranked here.",
-                                    [("Open model file…", self.open_model_requested.emit)])
-            return None, None
-        if spec is None:
-            self.stack.show_message("No dataset to rank neurons on", "Add a dataset from the Project menu.")
-            return None, None
-        title = self.session.dataset_title(spec)
-        if spec not in self.session.datasets:
-            error = self.session.dataset_errors.get(spec)
-            if error is not None:
-                self.stack.show_message(f"{title} could not be loaded", error_text(error),
-                                        [("Try again", lambda: self.session.load_dataset(spec))])
-            else:
-                self.stack.show_message(f"Loading {title}…", busy=True)
-                self.session.load_dataset(spec)
-            return None, None
-        if model not in self.session.models:
-            error = self.session.model_errors.get(model)
-            if error is not None:
-                self.stack.show_message(f"{model} could not be loaded", error_text(error),
-                                        [("Try again", lambda: self.session.load_model(model))])
-            else:
-                self.stack.show_message(f"Loading {model}…", "Reading the weights and listing the layers.", busy=True)
-                self.session.load_model(model)
-            return None, None
-        problem = self.session.compatibility_problem(model, spec)
-        if problem:
-            self.stack.show_message("This model does not fit this dataset",
-                                    problem + "\nChoose a dataset the model was made for in the tool bar.")
-            return None, None
-        return self.session.models[model], self.session.datasets[spec]
+        return ready_inputs(self.session, self.selection, self.stack, self.open_model_requested.emit,
+                            "its neurons are ranked here", "No dataset to rank neurons on")
 
     def _fill_layers(self, bundle) -> bool:
         if not bundle.catalogue:

@@ -1,0 +1,458 @@
+"""The Robustness view: which tests make the model more robust (RobOT, spec/robustness.md).
+
+On showing, it prepares the selected model and dataset once per ε and training-input count: the
+candidate pool (FGSM ∪ PGD successes on the training images), `fp_test` (the same on the test
+split, frozen), the original model's report and the clean FOL∞ of test inputs. Pools stored in the
+project are read back. Then:
+
+- **FOL histograms** compare clean test inputs with the pool's FGSM and PGD candidates and, after
+  fuzzing, the fuzzer's tests; the current selection is marked under them as a rug.
+- **Selection**: a strategy and a budget pick candidates, shown as thumbnails with their FOL.
+- **Retraining** fine-tunes the original model with each checked strategy at each budget and
+  plots static AE, adaptive and clean accuracy and mean FOL as runs finish (one colour per
+  strategy, mean ± sd over seeds). When the project has no comparison for these weights yet, a
+  quick one (two epochs, one seed) starts by itself, as the Coverage view measures its defaults.
+- **Convergence** runs the §9 loop and plots the same metrics per round.
+- **Fuzzing** runs the FOL-guided fuzzer with a live count and seed → test pairs.
+
+Every run is stored in the project with its settings and shown again next time.
+"""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QHBoxLayout, QLabel, QMenu, QSplitter,
+                               QTabWidget, QToolButton, QVBoxLayout, QWidget)
+
+from workbench.core.errors import WorkbenchError
+from workbench.gui import robustness_tasks as rt
+from workbench.gui.errors import report_error
+from workbench.gui.selection import Selection
+from workbench.gui.session import Session
+from workbench.gui.tasks import ProjectSnapshot
+from workbench.gui.views.robustness_panels import OFFERED, ConvergencePanel, FuzzPanel, RetrainPanel
+from workbench.gui.views.robustness_report import (baseline_text, convergence_series, experiment_series, latest_run,
+                                                   selection_text, strategy_title, table_rows)
+from workbench.gui.views.view_inputs import error_text, ready_inputs
+from workbench.gui.widgets.empty_state import MessageOrContent
+from workbench.gui.widgets.export import export_csv
+from workbench.gui.widgets.fol_histogram import FolHistogram, fol_kind_label
+from workbench.gui.widgets.selection_strip import SelectionStrip
+
+POOL_INPUTS = {"10,000 training images": 10_000, "all training images": None}
+FALLBACK_EPS = 0.1  # for datasets without a spec'd ε (§5.2); the box says so
+SELECT_DEBOUNCE_MS = 300
+
+
+def dataset_eps(dataset) -> tuple[float, str]:
+    """The dataset's default ε (§5.2) and a tooltip saying where it comes from."""
+    from workbench.core.robustness.attacks import default_eps
+
+    name = dataset.recipe.get("name", dataset.name)
+    try:
+        return default_eps(name), f"The default for {name} (spec/robustness.md §5.2)"
+    except WorkbenchError:
+        return FALLBACK_EPS, f"{name} has no default ε; {FALLBACK_EPS:g} is a common L∞ budget for images in [0, 1]"
+
+
+def is_robustness_result(result) -> bool:
+    """Whether a job's result is one this view shows (a set-up, retraining, convergence or fuzzing run)."""
+    return isinstance(result, rt.RobustnessBase) or type(result).__module__.startswith("workbench.core.robustness")
+
+
+class RobustnessView(QWidget):
+    open_model_requested = Signal()
+
+    def __init__(self, session: Session, selection: Selection, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("robustnessView")
+        self.session, self.selection = session, selection
+        self.base: rt.RobustnessBase | None = None
+        self.base_key: tuple | None = None
+        self.jobs: dict[str, object] = {}  # "prepare", "select", "retrain", "converge", "fuzz" → the running job
+        self.picked = None  # the current selection's sub-pool
+        self.fuzzed = None  # the last fuzzing result
+        self.rows: list[dict] = []
+        self.rounds: list[dict] = []
+        self._eps_for: str | None = None
+
+        self.eps_box = QDoubleSpinBox()
+        self.eps_box.setObjectName("epsBox")
+        self.eps_box.setRange(0.001, 1.0)
+        self.eps_box.setDecimals(3)
+        self.eps_box.setSingleStep(0.01)
+        self.eps_box.editingFinished.connect(self.refresh)
+        self.inputs_box = QComboBox()
+        self.inputs_box.addItems(list(POOL_INPUTS))
+        self.inputs_box.setToolTip("Training images attacked to build the candidate pool (a seeded subset is "
+                                   "quicker; the spec's pool uses all of them)")
+        self.inputs_box.currentIndexChanged.connect(lambda _: self.refresh())
+        self.strategy_box = QComboBox()
+        self.strategy_box.setObjectName("strategyBox")
+        for name in OFFERED:
+            self.strategy_box.addItem(strategy_title(name), name)
+        self.strategy_box.setToolTip("How to pick tests from the pool")
+        self.budget_box = QDoubleSpinBox()
+        self.budget_box.setObjectName("budgetBox")
+        self.budget_box.setRange(0.1, 100.0)
+        self.budget_box.setDecimals(1)
+        self.budget_box.setSuffix(" %")
+        self.budget_box.setValue(2.0)
+        self.budget_box.setToolTip("Budget: % of the selectable pool")
+        self.select_timer = QTimer(self)
+        self.select_timer.setSingleShot(True)
+        self.select_timer.setInterval(SELECT_DEBOUNCE_MS)
+        self.select_timer.timeout.connect(self.preview_selection)
+        self.strategy_box.currentIndexChanged.connect(lambda _: self.select_timer.start())
+        self.budget_box.valueChanged.connect(lambda _: self.select_timer.start())
+        self.export_button = QToolButton()
+        self.export_button.setText("Export")
+        self.export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.export_button.setMenu(self._export_menu())
+
+        controls = QHBoxLayout()
+        for text, widget in (("ε", self.eps_box), ("Pool from", self.inputs_box), ("Strategy", self.strategy_box),
+                             ("Budget", self.budget_box)):
+            label = QLabel(text)
+            label.setBuddy(widget)
+            controls.addWidget(label)
+            controls.addWidget(widget)
+            controls.addSpacing(6)
+        controls.addStretch(1)
+        controls.addWidget(self.export_button)
+        self.summary = QLabel()
+        self.summary.setObjectName("robustnessSummary")
+        self.summary.setWordWrap(True)
+        self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+
+        self.histogram = FolHistogram()
+        self.histogram.setObjectName("folHistogram")
+        self.strip = SelectionStrip()
+        self.strip.setObjectName("selectionStrip")
+        left = QSplitter(Qt.Orientation.Vertical)
+        left.addWidget(self.histogram)
+        left.addWidget(self.strip)
+        left.setSizes([420, 220])
+        self.retrain, self.converge, self.fuzz = RetrainPanel(), ConvergencePanel(), FuzzPanel()
+        self.tabs = QTabWidget()
+        self.tabs.setObjectName("robustnessTabs")
+        self.tabs.addTab(self.retrain, "Retraining")
+        self.tabs.addTab(self.converge, "Convergence")
+        self.tabs.addTab(self.fuzz, "Fuzzing")
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(left)
+        split.addWidget(self.tabs)
+        split.setSizes([520, 680])
+        content = QWidget()
+        layout = QVBoxLayout(content)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.addLayout(controls)
+        layout.addWidget(self.summary)
+        layout.addWidget(split, 1)
+        self.stack = MessageOrContent(content)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(self.stack)
+
+        self.retrain.start_requested.connect(self.start_retraining)
+        self.retrain.cancel_requested.connect(lambda: self._cancel("retrain"))
+        self.converge.start_requested.connect(self.start_convergence)
+        self.converge.cancel_requested.connect(lambda: self._cancel("converge"))
+        self.fuzz.start_requested.connect(self.start_fuzzing)
+        self.fuzz.cancel_requested.connect(lambda: self._cancel("fuzz"))
+        selection.changed.connect(lambda what: what in ("model", "dataset") and self.refresh())
+        for signal in (session.model_loaded, session.model_failed, session.dataset_loaded, session.dataset_failed):
+            signal.connect(lambda *_: self.refresh())
+        session.ready.connect(self.refresh)
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        self.refresh()
+
+    # --- preparing ---------------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Prepare the pools for the current model, dataset, ε and input count, unless that is done."""
+        if not self.isVisible() or not self.session.is_ready:
+            return
+        bundle, data = ready_inputs(self.session, self.selection, self.stack, self.open_model_requested.emit,
+                                    "its robustness is tested here", "No dataset to attack")
+        if bundle is None:
+            return
+        if "test" not in data.splits or "train" not in data.splits:
+            self.stack.show_message("This dataset has no training and test split",
+                                    "Robustness testing attacks the training split for candidates and the test split "
+                                    "for evaluation; choose a dataset with both.")
+            return
+        self.stack.show_content()
+        if self._eps_for != self.selection.dataset:
+            self._eps_for = self.selection.dataset
+            eps, tip = dataset_eps(data)
+            self.eps_box.setValue(eps)
+            self.eps_box.setToolTip(f"L∞ attack budget ε. {tip}")
+        key = (self.selection.model, self.selection.dataset, bundle.fingerprint, round(self.eps_box.value(), 6),
+               POOL_INPUTS[self.inputs_box.currentText()])
+        if key == self.base_key:
+            return
+        self.base_key, self.base, self.picked = key, None, None
+        self._cancel("prepare")
+        self.histogram.show_message("Attacking the training and test images…",
+                                    "FGSM and PGD build the candidate pool and fp_test; FOL is computed for each "
+                                    "candidate.", busy=True)
+        self.strip.clear_candidates()
+        self.summary.setText("")
+        model, dataset, _, eps, inputs = key
+        job = self.session.runner.submit(
+            f"Robustness set-up of {model} on {self.session.dataset_title(dataset)} (ε = {eps:g})",
+            rt.prepare_robustness, bundle.model, data, eps, inputs, 0, ProjectSnapshot(self.session.project),
+            report_errors=False)
+        self.jobs["prepare"] = job
+        job.finished.connect(lambda run, key=key: self._on_prepared(key, run))
+        job.failed.connect(lambda exc, key=key: key == self.base_key and self.histogram.show_message(
+            "The candidate pool could not be built", error_text(exc), [("Try again", self._retry)]))
+        job.cancelled.connect(lambda key=key: key == self.base_key and self.histogram.show_message(
+            "The set-up was cancelled", "", [("Start again", self._retry)]))
+
+    def _retry(self) -> None:
+        self.base_key = None
+        self.refresh()
+
+    def _on_prepared(self, key: tuple, run) -> None:
+        self.session.store(run)
+        if key != self.base_key:
+            return
+        self.base = run.result
+        self.summary.setText(baseline_text(self.base.setup) +
+                             (" Pools read back from the project." if self.base.reused else ""))
+        self._draw_histograms()
+        self._show_stored_runs()
+        self.preview_selection()
+        if not self.rows and "retrain" not in self.jobs:
+            self.start_retraining(quick=True)
+
+    def _draw_histograms(self) -> None:
+        base = self.base
+        pool = base.setup.pool
+        sets = {"clean test": base.clean_fol}
+        for attack in ("fgsm", "pgd"):
+            sets[f"{attack.upper()} (train pool)"] = pool.scores["fol_linf"][pool.attack == attack]
+        if self.fuzzed is not None and len(self.fuzzed):
+            sets["fuzzed"] = self.fuzzed.fol_linf
+        self.histogram.set_sets(fol_kind_label("fol_linf", base.setup.eps), sets)
+        if self.picked is not None:
+            self.histogram.mark_selected(self.picked.scores["fol_linf"],
+                                         f"{self.strategy_box.currentText()} selection")
+
+    def _show_stored_runs(self) -> None:
+        base = self.base
+        stored = latest_run(self.session.project, "experiment", base.fingerprint, base.setup.eps)
+        self.rows = list(stored["rows"]) if stored else []
+        self._draw_retraining(running=False, note=f"Stored run {stored['name']}" if stored else "")
+        stored = latest_run(self.session.project, "convergence", base.fingerprint, base.setup.eps)
+        self.rounds = list(stored["rows"]) if stored else []
+        self._draw_convergence(running=False, note=(f"Stored run {stored['name']}: {stored.get('stop_reason', '')}"
+                                                    if stored else ""))
+
+    # --- selection -----------------------------------------------------------------------------------
+
+    def preview_selection(self) -> None:
+        if self.base is None:
+            return
+        strategy = self.strategy_box.currentData()
+        budget = f"{self.budget_box.value():g}%"
+        self._cancel("select")
+        job = self.session.runner.submit(f"Select {budget} with {strategy_title(strategy)}", rt.select_candidates,
+                                         self.base, strategy, budget, 0, uses_device=False, report_errors=False)
+        self.jobs["select"] = job
+        base = self.base
+        job.finished.connect(lambda result, base=base: base is self.base and self._show_selection(*result))
+        job.failed.connect(lambda exc: self.strip.clear_candidates("No selection", error_text(exc)))
+
+    def _show_selection(self, chosen, picked) -> None:
+        self.jobs.pop("select", None)
+        self.picked = picked
+        class_names = list(self.session.datasets[self.selection.dataset].class_names)
+        self.strip.set_candidates(picked.images, picked.scores["fol_linf"], picked.labels, picked.probs.argmax(1),
+                                  picked.attack, class_names, title=selection_text(chosen, picked))
+        self.histogram.mark_selected(picked.scores["fol_linf"], f"{strategy_title(chosen.strategy)} selection")
+
+    # --- retraining ----------------------------------------------------------------------------------
+
+    def start_retraining(self, quick: bool = False) -> None:
+        if self.base is None or "retrain" in self.jobs:
+            return
+        try:
+            strategies, budgets = self.retrain.strategies(), self.retrain.budgets()
+            if not strategies:
+                raise WorkbenchError("No strategy is checked.", "Check at least one strategy to retrain with.")
+        except WorkbenchError as exc:
+            report_error(self, exc, title="Cannot retrain")
+            return
+        seeds, epochs = self.retrain.seeds(), self.retrain.epochs_box.value()
+        name = f"retraining {self.base.model} eps={self.base.setup.eps:g} {time.strftime('%Y-%m-%d %H:%M:%S')}"
+        job = self.session.runner.submit(
+            f"Retrain {self.base.model}: {len(strategies)} strategies × {len(budgets)} budgets × {len(seeds)} seeds",
+            rt.retrain_strategies, self.base, strategies, budgets, seeds, epochs,
+            ProjectSnapshot(self.session.project), name, report_errors=False)
+        self.jobs["retrain"] = job
+        self.rows = []
+        self.retrain.set_running(True)
+        note = "Quick comparison (2 epochs, one seed) — " if quick else ""
+        self.retrain.curves.show_message("Retraining…", f"{note}the first points appear when the first run ends.",
+                                         busy=True)
+        job.partial.connect(self._on_retrain_row)
+        job.progress.connect(lambda done, total, message: self.retrain.status.setText(f"{note}{message}"))
+        job.finished.connect(lambda run: self._retrain_ended(run))
+        job.failed.connect(lambda exc: self._retrain_ended(None, exc))
+        job.cancelled.connect(lambda: self._retrain_ended(None))
+
+    def _on_retrain_row(self, row: dict) -> None:
+        if "strategy" in row:
+            self.rows.append(row)
+            self._draw_retraining(running=True)
+
+    def _retrain_ended(self, run, exc: BaseException | None = None) -> None:
+        self.jobs.pop("retrain", None)
+        self.retrain.set_running(False)
+        if run is not None:
+            self.session.store(run)
+        self._draw_retraining(running=False, note="" if exc is None else f"Stopped: {error_text(exc)}")
+        if exc is not None and not self.rows:
+            self.retrain.curves.show_message("Retraining failed", error_text(exc))
+
+    def _draw_retraining(self, running: bool, note: str = "") -> None:
+        curves = self.retrain.curves
+        if not self.rows:
+            if not running:
+                curves.show_message("No retraining yet", "Press Retrain to fine-tune the model with each strategy's "
+                                    "selection and compare the robustness they give.")
+            return
+        curves.set_series("Budget (% of the selectable pool)", experiment_series(self.rows, running))
+        baseline = self.base.setup.baseline if self.base else {}
+        for field, metric in (("adaptive_robust_accuracy", "adaptive"), ("clean_accuracy", "clean")):
+            if field in baseline:
+                curves.set_reference(metric, 100 * baseline[field], "original")
+        optimistic = any(r.get("optimistic") for r in self.rows)
+        self.retrain.status.setText(note or f"{len(self.rows)} runs" + (" (paper mode: optimistic)" if optimistic else ""))
+
+    # --- convergence ---------------------------------------------------------------------------------
+
+    def start_convergence(self) -> None:
+        if self.base is None or "converge" in self.jobs:
+            return
+        panel = self.converge
+        name = f"convergence {self.base.model} eps={self.base.setup.eps:g} {time.strftime('%Y-%m-%d %H:%M:%S')}"
+        job = self.session.runner.submit(
+            f"Convergence rounds of {self.base.model}", rt.run_convergence, self.base, panel.rounds_box.value(),
+            panel.requirement_box.value() / 100.0, panel.epochs_box.value(), POOL_INPUTS[self.inputs_box.currentText()],
+            ProjectSnapshot(self.session.project), name, report_errors=False)
+        self.jobs["converge"] = job
+        self.rounds = []
+        panel.set_running(True)
+        panel.curves.show_message("Round 0…", "Each round reports, attacks the training set and fine-tunes.", busy=True)
+        job.partial.connect(self._on_round)
+        job.progress.connect(lambda done, total, message: panel.status.setText(message))
+        job.finished.connect(lambda run: self._convergence_ended(run))
+        job.failed.connect(lambda exc: self._convergence_ended(None, exc))
+        job.cancelled.connect(lambda: self._convergence_ended(None))
+
+    def _on_round(self, row: dict) -> None:
+        if "round" in row:
+            self.rounds.append(row)
+            self._draw_convergence(running=True)
+
+    def _convergence_ended(self, run, exc: BaseException | None = None) -> None:
+        self.jobs.pop("converge", None)
+        self.converge.set_running(False)
+        note = ""
+        if run is not None:
+            self.session.store(run)
+            note = f"{run.result.stop_reason}; requirement {'met' if run.result.met else 'not met'}"
+        elif exc is not None:
+            note = f"Stopped: {error_text(exc)}"
+        self._draw_convergence(running=False, note=note)
+
+    def _draw_convergence(self, running: bool, note: str = "") -> None:
+        curves = self.converge.curves
+        if not self.rounds:
+            return
+        curves.set_series("Round", convergence_series(self.rounds, running))
+        curves.set_reference("static", self.converge.requirement_box.value(), "requirement")
+        self.converge.status.setText(note or f"{len(self.rounds)} rounds")
+
+    # --- fuzzing -------------------------------------------------------------------------------------
+
+    def start_fuzzing(self) -> None:
+        if self.base is None or "fuzz" in self.jobs:
+            return
+        panel, data = self.fuzz, self.session.datasets[self.selection.dataset]
+        bundle = self.session.models[self.selection.model]
+        name = f"fuzzed {self.base.model} {time.strftime('%Y-%m-%d %H:%M:%S')}"
+        job = self.session.runner.submit(
+            f"Fuzz {self.base.model} from {panel.seeds_box.value()} seeds", rt.run_fuzzer, bundle.model, data,
+            self.base.setup.eps, panel.seeds_box.value(), float(panel.time_box.value()), panel.project_box.isChecked(),
+            0, ProjectSnapshot(self.session.project), name, report_errors=False)
+        self.jobs["fuzz"] = job
+        panel.set_running(True)
+        panel.pairs.clear_pairs("Fuzzing…", "Tests appear here when the run ends.")
+        panel.pairs.set_progress(0, panel.seeds_box.value(), 0.0)
+        job.partial.connect(lambda p: "tests" in p and panel.pairs.set_progress(p["tests"], p["seeds_active"],
+                                                                                 p["elapsed_s"]))
+        job.finished.connect(lambda run: self._fuzz_ended(run))
+        job.failed.connect(lambda exc: self._fuzz_ended(None, exc))
+        job.cancelled.connect(lambda: self._fuzz_ended(None))
+
+    def _fuzz_ended(self, run, exc: BaseException | None = None) -> None:
+        self.jobs.pop("fuzz", None)
+        panel = self.fuzz
+        panel.set_running(False)
+        if run is None:
+            panel.pairs.clear_pairs("Fuzzing stopped", error_text(exc) if exc else "The run was cancelled.")
+            return
+        self.session.store(run)
+        result = self.fuzzed = run.result
+        data = self.session.datasets[self.selection.dataset]
+        seeds = data.split("train").numpy(result.seed_index)
+        panel.pairs.set_pairs(seeds, result.images, result.predicted_seed_label, result.adversarial_label,
+                              result.grad_l2, result.dist_l2, list(data.class_names))
+        p = result.params
+        panel.pairs.set_progress(len(result), p.get("seeds_used", 0), p.get("elapsed_s", 0.0), running=False,
+                                 note=f"stopped: {p.get('stop_reason', '')}")
+        if self.base is not None:
+            self._draw_histograms()
+
+    # --- jobs and export -------------------------------------------------------------------------------
+
+    def _cancel(self, what: str) -> None:
+        job = self.jobs.pop(what, None)
+        if job is not None:
+            job.cancel()
+
+    def _export_menu(self) -> QMenu:
+        """Tables behind the view as CSV (each plot's own Export button saves it as PNG or SVG)."""
+        menu = QMenu(self)
+        for title, rows in (("Retraining runs", lambda: table_rows(self.rows)),
+                            ("Convergence rounds", lambda: table_rows(self.rounds)),
+                            ("Selected candidates", self._selection_rows),
+                            ("Fuzzing pairs", self.fuzz.pairs.csv_rows)):
+            menu.addAction(f"{title} as CSV…", lambda rows=rows, title=title: self._save_csv(rows, title))
+        return menu
+
+    def _selection_rows(self) -> tuple[list[str], list[list]]:
+        p = self.picked
+        if p is None:
+            return ["source_index"], []
+        header = ["source_index", "attack", "label", "prediction", *p.scores]
+        return header, [[int(p.source_index[i]), str(p.attack[i]), int(p.labels[i]), int(p.probs[i].argmax()),
+                         *(float(v[i]) for v in p.scores.values())] for i in range(len(p))]
+
+    def _save_csv(self, rows, title: str) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, f"Save {title}", f"{title.lower().replace(' ', '-')}.csv",
+                                              "CSV (*.csv)")
+        if path:
+            export_csv(rows, path)
+
+    def status_text(self) -> str:
+        return self.summary.text()

@@ -1,0 +1,54 @@
+"""What a view needs before it can show anything: the selected model and dataset, loaded and compatible.
+
+Shared by the analysis views: each says in its own words what it does with them, and while they are
+missing, loading, broken or incompatible the view's stack shows why, with the button that helps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+
+def error_text(exc: BaseException) -> str:
+    return f"{getattr(exc, 'message', None) or exc}\n{getattr(exc, 'hint', '')}".strip()
+
+
+def ready_inputs(session, selection, stack, open_model: Callable[[], None], purpose: str, no_dataset_title: str):
+    """The loaded model bundle and dataset, or (None, None) after `stack` says what is missing.
+
+    `purpose` ends the no-model message ("its neurons are ranked here"); `no_dataset_title` is the
+    no-dataset message's title. Loading starts here when needed; the view refreshes on its signals.
+    """
+    model, spec = selection.model, selection.dataset
+    if model is None:
+        stack.show_message("No model in this project", "Open a model file or add a bundled model from the "
+                           f"Project menu; {purpose}.", [("Open model file…", open_model)])
+        return None, None
+    if spec is None:
+        stack.show_message(no_dataset_title, "Add a dataset from the Project menu.")
+        return None, None
+    title = session.dataset_title(spec)
+    if spec not in session.datasets:
+        error = session.dataset_errors.get(spec)
+        if error is not None:
+            stack.show_message(f"{title} could not be loaded", error_text(error),
+                               [("Try again", lambda: session.load_dataset(spec))])
+        else:
+            stack.show_message(f"Loading {title}…", busy=True)
+            session.load_dataset(spec)
+        return None, None
+    if model not in session.models:
+        error = session.model_errors.get(model)
+        if error is not None:
+            stack.show_message(f"{model} could not be loaded", error_text(error),
+                               [("Try again", lambda: session.load_model(model))])
+        else:
+            stack.show_message(f"Loading {model}…", "Reading the weights and listing the layers.", busy=True)
+            session.load_model(model)
+        return None, None
+    problem = session.compatibility_problem(model, spec)
+    if problem:
+        stack.show_message("This model does not fit this dataset",
+                           problem + "\nChoose a dataset the model was made for in the tool bar.")
+        return None, None
+    return session.models[model], session.datasets[spec]

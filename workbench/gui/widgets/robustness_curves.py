@@ -1,0 +1,421 @@
+"""Robustness against budget, round or epoch: one small plot per metric, one colour per strategy.
+
+Retraining compares strategies (BE-ST, KM-ST, DeepGini, random, MCP, coverage-greedy …) over
+budgets; the convergence loop follows one model over rounds (spec/robustness.md §7–§9). Several
+metrics on one plot would need a line style per metric on top of a colour per strategy, and a dozen
+crossing lines do not read, so each metric gets its own small plot — static AE accuracy, adaptive
+robust accuracy, clean accuracy (0–100 %), mean FOL (its own units) — laid out in a grid with a shared,
+linked x axis. A strategy keeps its colour in every plot (`strategy_color`), and one legend above
+the grid names them. With several seeds a series carries mean and standard deviation, drawn as the
+mean's line and a light ± 1 sd band; a series still being computed is drawn dashed.
+
+`set_series(x_label, series)` replaces everything; `add_point(strategy, metric, x, value, sd)`
+appends one point to a running series (live updates); `finish(strategy)` marks it done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, Qt
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
+
+from workbench.gui.colors import CLASS_PALETTE
+from workbench.gui.widgets.empty_state import MessageOrContent
+from workbench.gui.widgets.export import ExportButton
+from workbench.gui.widgets.fol_histogram import fit_legend, format_value, top_legend
+from workbench.gui.widgets.neuron_bars import ReadoutItem
+
+
+@dataclass(frozen=True)
+class Metric:
+    title: str  # the plot's title
+    axis: str  # the y axis title, with its unit
+    percent: bool  # a percentage (values 0–100)
+    full_range: bool = False  # always show 0–100 % (else the y range follows the data)
+    help: str = ""
+
+
+# The metrics of spec/robustness.md §8, in the order their plots are laid out.
+METRICS: dict[str, Metric] = {
+    "static": Metric("Static AE accuracy", "Accuracy on fp_test (%)", True, True,
+                     "Accuracy on the frozen adversarial evaluation set fp_test (RobOT's empirical robustness)"),
+    "adaptive": Metric("Adaptive robust accuracy", "PGD-10 accuracy (%)", True, True,
+                       "Accuracy under PGD-10 run against the evaluated model itself"),
+    "clean": Metric("Clean accuracy", "Test accuracy (%)", True, False,
+                    "Accuracy on the clean test set (the y axis follows the data: retraining costs fractions of a %)"),
+    "fol": Metric("Mean FOL∞", "Mean FOL∞", False, False,
+                  "Mean FOL∞ of PGD examples generated against the current model on a fixed test subset"),
+    "fol_selected": Metric("Mean FOL∞ of the selected set", "Mean FOL∞", False, False,
+                           "Mean FOL∞ of the candidates the strategy selected"),
+}
+
+# A fixed colour per known strategy, from the qualitative palette; random is the grey baseline.
+STRATEGY_COLORS = {"BE-ST": 0, "KM-ST": 1, "DeepGini": 2, "MCP": 4, "coverage-greedy": 6, "random": 9}
+_SPARE_COLORS = (3, 5, 7, 8)
+
+
+def strategy_color(name: str, taken: Iterable[str] = ()) -> QColor:
+    """The colour of a strategy: fixed for the known ones (matched without regard to case), else the
+    first palette colour not used by a known strategy in `taken`, cycling."""
+    for known, index in STRATEGY_COLORS.items():
+        if known.lower() == name.lower():
+            return QColor(CLASS_PALETTE[index])
+    others = [t for t in dict.fromkeys(taken) if t.lower() not in {k.lower() for k in STRATEGY_COLORS}]
+    position = others.index(name) if name in others else len(others)
+    return QColor(CLASS_PALETTE[_SPARE_COLORS[position % len(_SPARE_COLORS)]])
+
+
+@dataclass
+class Series:
+    """One strategy's values of one metric: mean (and sd over `seeds` runs) at each x.
+
+    Accuracies are in % (0–100); `sd` None or NaN draws no band; `running` draws the line dashed.
+    """
+
+    strategy: str
+    metric: str
+    x: Sequence[float]
+    mean: Sequence[float]
+    sd: Sequence[float] | None = None
+    running: bool = False
+    seeds: int = 1
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """x, mean and sd as float arrays sorted by x (sd NaN where unknown)."""
+        x = np.asarray(self.x, dtype=np.float64).ravel()
+        mean = np.asarray(self.mean, dtype=np.float64).ravel()
+        sd = np.full(len(x), np.nan) if self.sd is None else np.asarray(self.sd, dtype=np.float64).ravel()
+        if not len(x) == len(mean) == len(sd):
+            raise ValueError(f"{self.strategy} / {self.metric}: x, mean and sd differ in length "
+                             f"({len(x)}, {len(mean)}, {len(sd)})")
+        order = np.argsort(x, kind="stable")
+        return x[order], mean[order], sd[order]
+
+
+class RobustnessCurves(QWidget):
+    """Small plots of robustness metrics against budget / round / epoch, a colour per strategy.
+
+    - `set_series(x_label, series)`: replace all series; `x_label` titles the shared x axis,
+      e.g. "Budget (% of pool)", "Round", "Epoch".
+    - `add_point(strategy, metric, x, value, sd=None, seeds=1)`: append (or replace, at the same x)
+      one point of a running series; `finish(strategy=None)` marks series done (solid lines);
+      `set_x_label(label)` titles the x axis for series built this way.
+    - `set_reference(metric, value, label)`: a dashed horizontal line, e.g. REQ = 80 % on static.
+    - `set_status(text)`: a line above the plots (what is running).
+    - `csv_rows()`: one row per point; `plot_for(metric)`: the plot item of a metric (tests).
+    """
+
+    def __init__(self, parent: QWidget | None = None, columns: int = 2):
+        super().__init__(parent)
+        self.columns = columns
+        self.x_label = "Budget (% of pool)"
+        self.series: list[Series] = []
+        self.references: dict[str, tuple[float, str]] = {}
+        self.plots: dict[str, pg.PlotItem] = {}
+        self.readout_text = ""
+        self._layout_metrics: list[str] = []
+
+        self.status = QLabel()
+        self.status.setWordWrap(True)
+        self.graphics = pg.GraphicsLayoutWidget()
+        self.graphics.ci.setContentsMargins(4, 4, 4, 4)
+        self.export = ExportButton(lambda: self.graphics.scene(), self.csv_rows, "robustness-curves")
+        header = QHBoxLayout()
+        header.setContentsMargins(0, 0, 0, 0)
+        header.addWidget(self.status, 1)
+        header.addWidget(self.export)
+        self.legend = top_legend(self.graphics.ci, row=0, columns=6)
+        self.readout = ReadoutItem()
+        self.graphics.scene().sigMouseMoved.connect(self._on_mouse_moved)
+
+        content = QWidget()
+        content_layout = QVBoxLayout(content)
+        content_layout.setContentsMargins(0, 0, 0, 0)
+        content_layout.addLayout(header)
+        content_layout.addWidget(self.graphics, 1)
+        self.stack = MessageOrContent(content)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.stack)
+        self.show_message("No robustness results yet",
+                          "Retrain with a selection strategy over a range of budgets, or run the convergence "
+                          "loop; accuracy and mean FOL are drawn here as the runs finish.")
+
+    # --- public API ---------------------------------------------------------------------------------
+
+    def show_message(self, title: str, text: str = "", actions=(), busy: bool = False) -> None:
+        self.stack.show_message(title, text, list(actions), busy)
+
+    def has_data(self) -> bool:
+        return self.stack.currentWidget() is self.stack.content
+
+    def set_series(self, x_label: str, series: Iterable[Series]) -> None:
+        """Replace every series; an empty list shows the empty state."""
+        self.x_label = x_label
+        self.series = list(series)
+        for s in self.series:
+            s.arrays()  # fail early on ragged input
+        self._redraw()
+
+    def add_point(self, strategy: str, metric: str, x: float, value: float, sd: float | None = None,
+                  seeds: int = 1) -> None:
+        """Append one point to the (strategy, metric) series, creating it as running if new."""
+        found = self._find(strategy, metric)
+        if found is None:
+            found = Series(strategy, metric, [], [], [], running=True, seeds=seeds)
+            self.series.append(found)
+        xs, means = list(found.x), list(found.mean)
+        sds = list(found.sd) if found.sd is not None else [np.nan] * len(xs)
+        value_sd = np.nan if sd is None else float(sd)
+        if float(x) in xs:
+            i = xs.index(float(x))
+            means[i], sds[i] = float(value), value_sd
+        else:
+            xs.append(float(x))
+            means.append(float(value))
+            sds.append(value_sd)
+        found.x, found.mean, found.sd, found.seeds = xs, means, sds, max(found.seeds, seeds)
+        self._redraw()
+
+    def finish(self, strategy: str | None = None) -> None:
+        """Mark every series of `strategy` (None: all) as done: solid lines."""
+        for s in self.series:
+            if strategy is None or s.strategy == strategy:
+                s.running = False
+        self._redraw()
+
+    def set_reference(self, metric: str, value: float | None, label: str = "") -> None:
+        """A dashed horizontal line on `metric`'s plot (None removes it), e.g. ("static", 80, "REQ")."""
+        if value is None:
+            self.references.pop(metric, None)
+        else:
+            self.references[metric] = (float(value), label)
+        if self.series:
+            self._redraw()
+
+    def set_x_label(self, x_label: str) -> None:
+        """Title the shared x axis (for series built with `add_point`)."""
+        self.x_label = x_label
+        if self.series:
+            self._redraw()
+
+    def set_status(self, text: str) -> None:
+        self.status.setText(text)
+
+    def strategies(self) -> list[str]:
+        """Strategies in first-seen order: the legend's order."""
+        return list(dict.fromkeys(s.strategy for s in self.series))
+
+    def metrics(self) -> list[str]:
+        """Metrics present, known ones in `METRICS` order, then the others in first-seen order."""
+        present = list(dict.fromkeys(s.metric for s in self.series))
+        return [m for m in METRICS if m in present] + [m for m in present if m not in METRICS]
+
+    def plot_for(self, metric: str) -> pg.PlotItem:
+        return self.plots[metric]
+
+    def csv_rows(self) -> tuple[list[str], list[list]]:
+        header = ["strategy", "metric", self.x_label, "mean", "sd", "seeds", "running"]
+        rows = []
+        for s in self.series:
+            x, mean, sd = s.arrays()
+            for xi, mi, si in zip(x, mean, sd):
+                rows.append([s.strategy, s.metric, float(xi), float(mi), None if np.isnan(si) else float(si),
+                             s.seeds, s.running])
+        return header, rows
+
+    # --- drawing ------------------------------------------------------------------------------------
+
+    def _find(self, strategy: str, metric: str) -> Series | None:
+        return next((s for s in self.series if s.strategy == strategy and s.metric == metric), None)
+
+    def color(self, strategy: str) -> QColor:
+        return strategy_color(strategy, self.strategies())
+
+    def _build_plots(self, metrics: list[str]) -> None:
+        """(Re)create the grid of plots when the metrics shown change."""
+        for plot in self.plots.values():
+            self.graphics.ci.removeItem(plot)
+        if self.readout.scene() is not None:
+            self.graphics.ci.removeItem(self.readout)
+        self.plots = {}
+        columns = max(1, min(self.columns, len(metrics)))
+        first = None
+        for i, metric in enumerate(metrics):
+            row, col = divmod(i, columns)
+            info = METRICS.get(metric, Metric(metric, metric, False))
+            plot = self.graphics.ci.addPlot(row=1 + row, col=col, title=info.title)
+            plot.setMenuEnabled(False)
+            plot.hideButtons()
+            plot.setMouseEnabled(False, False)
+            plot.showGrid(x=True, y=True, alpha=0.2)
+            plot.getAxis("left").enableAutoSIPrefix(False)
+            plot.getAxis("bottom").enableAutoSIPrefix(False)
+            plot.setLabel("left", info.axis)
+            plot.titleLabel.item.setToolTip(info.help)
+            if first is None:
+                first = plot
+            else:
+                plot.setXLink(first)
+            self.plots[metric] = plot
+        rows = -(-len(metrics) // columns)
+        self.graphics.ci.removeItem(self.legend)
+        self.graphics.ci.addItem(self.legend, row=0, col=0, colspan=columns)
+        self.graphics.ci.addItem(self.readout, row=1 + rows, col=0, colspan=columns)
+        self._layout_metrics = metrics
+
+    def _redraw(self) -> None:
+        self.legend.clear()
+        if not self.series:
+            for plot in self.plots.values():
+                plot.clear()
+            self.show_message("No robustness results yet",
+                              "Retrain with a selection strategy over a range of budgets, or run the convergence "
+                              "loop; accuracy and mean FOL are drawn here as the runs finish.")
+            return
+        self.stack.show_content()
+        metrics = self.metrics()
+        if metrics != self._layout_metrics:
+            self._build_plots(metrics)
+        all_x = np.concatenate([s.arrays()[0] for s in self.series])
+        integer_x = bool(len(all_x)) and np.allclose(all_x, np.round(all_x)) and not self.x_label.lower().startswith("budget")
+        for metric, plot in self.plots.items():
+            plot.clear()
+            plot.setLabel("bottom", self.x_label)
+            for s in self.series:
+                if s.metric == metric:
+                    self._draw_series(plot, s)
+            if metric in self.references:
+                value, label = self.references[metric]
+                line = pg.InfiniteLine(pos=value, angle=0, pen=pg.mkPen(self._muted(), width=1.5,
+                                                                         style=Qt.PenStyle.DashLine),
+                                       label=label or None, labelOpts={"position": 0.06, "color": self._muted(),
+                                                                        "anchors": [(0, 1), (0, 1)]})
+                plot.addItem(line)
+            info = METRICS.get(metric)
+            if info is not None and info.full_range:
+                plot.setYRange(-7, 107, padding=0)  # room for the 0 and 100 labels inside the axis
+                plot.getAxis("left").setTicks([[(v, str(v)) for v in range(0, 101, 20)], []])
+            else:
+                plot.getAxis("left").setTicks(None)
+                self._fit_y(plot, metric, info is not None and info.percent)
+            if integer_x:
+                plot.getAxis("bottom").setTickSpacing(major=max(1.0, float(np.ceil(np.ptp(all_x) / 10))), minor=1.0)
+            else:
+                plot.getAxis("bottom").setTickSpacing()
+        if len(all_x):
+            low, high = float(all_x.min()), float(all_x.max())
+            pad = 0.5 if integer_x else 0.0
+            first = next(iter(self.plots.values()))
+            first.setXRange(low - pad, high + pad if high > low else low + 1, padding=0.03)
+        self._fill_legend()
+        self.set_readout("Hover over a plot to read each strategy's value at the nearest point.")
+
+    def _fit_y(self, plot: pg.PlotItem, metric: str, percent: bool) -> None:
+        """The y range of the data (bands included), a little padded; at least 2 points wide for %."""
+        lows, highs = [], []
+        for s in self.series:
+            if s.metric == metric:
+                _, mean, sd = s.arrays()
+                band = np.nan_to_num(sd, nan=0.0)
+                lows.append(mean - band)
+                highs.append(mean + band)
+        values_low = np.concatenate(lows) if lows else np.zeros(0)
+        values_high = np.concatenate(highs) if highs else np.zeros(0)
+        finite = np.isfinite(values_low) & np.isfinite(values_high)
+        if not finite.any():
+            plot.enableAutoRange(y=True)
+            return
+        low, high = float(values_low[finite].min()), float(values_high[finite].max())
+        if percent and high - low < 2.0:
+            middle = (low + high) / 2
+            low, high = middle - 1.0, middle + 1.0
+        elif high <= low:
+            low, high = low - (abs(low) or 1) * 0.1, high + (abs(high) or 1) * 0.1
+        if percent:
+            low, high = max(0.0, low), min(100.0, high)
+        plot.setYRange(low, high, padding=0.08)
+
+    def _muted(self) -> QColor:
+        color = QColor(next(iter(self.plots.values())).getAxis("left").textPen().color())
+        color.setAlphaF(0.7)
+        return color
+
+    def _draw_series(self, plot: pg.PlotItem, s: Series) -> None:
+        x, mean, sd = s.arrays()
+        if not len(x):
+            return
+        color = self.color(s.strategy)
+        style = Qt.PenStyle.DashLine if s.running else Qt.PenStyle.SolidLine
+        has_sd = np.isfinite(sd)
+        if has_sd.any():
+            fill = QColor(color)
+            fill.setAlpha(45)
+            band_sd = np.where(has_sd, sd, 0.0)
+            edge = pg.mkPen(QColor(0, 0, 0, 0))  # the band has no outline; a pen=None curve has no path
+            low = pg.PlotCurveItem(x, mean - band_sd, pen=edge)
+            high = pg.PlotCurveItem(x, mean + band_sd, pen=edge)
+            plot.addItem(low)
+            plot.addItem(high)
+            plot.addItem(pg.FillBetweenItem(low, high, brush=pg.mkBrush(fill)))
+        plot.addItem(pg.PlotDataItem(x, mean, pen=pg.mkPen(color, width=2, style=style), symbol="o",
+                                     symbolSize=5, symbolBrush=color, symbolPen=None))
+
+    def _fill_legend(self) -> None:
+        for strategy in self.strategies():
+            color = self.color(strategy)
+            seeds = max(s.seeds for s in self.series if s.strategy == strategy)
+            sample = pg.PlotDataItem([], [], pen=pg.mkPen(color, width=3))
+            self.legend.addItem(sample, strategy + (f" ({seeds} seeds)" if seeds > 1 else ""))
+        muted = self._muted()
+        if any(s.running for s in self.series):
+            self.legend.addItem(pg.PlotDataItem([], [], pen=pg.mkPen(muted, width=2, style=Qt.PenStyle.DashLine)),
+                                "running")
+        if any(np.isfinite(s.arrays()[2]).any() for s in self.series):
+            band = QColor(muted)
+            band.setAlpha(60)
+            self.legend.addItem(pg.PlotDataItem([], [], pen=pg.mkPen(band, width=8)), "mean ± 1 sd")
+        fit_legend(self.legend, self.graphics.width())
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if self.has_data():
+            fit_legend(self.legend, self.graphics.width())
+
+    # --- hover --------------------------------------------------------------------------------------
+
+    def _on_mouse_moved(self, scene_pos: QPointF) -> None:
+        for metric, plot in self.plots.items():
+            if plot.vb.sceneBoundingRect().contains(scene_pos):
+                self.set_readout(self.describe(metric, plot.vb.mapSceneToView(scene_pos).x()))
+                return
+
+    def describe(self, metric: str, x: float) -> str:
+        """Each strategy's value of `metric` at its point nearest to `x`."""
+        info = METRICS.get(metric, Metric(metric, metric, False))
+        parts = []
+        for s in self.series:
+            if s.metric != metric:
+                continue
+            xs, mean, sd = s.arrays()
+            if not len(xs):
+                continue
+            i = int(np.argmin(np.abs(xs - x)))
+            unit = " %" if info.percent else ""
+            value = (f"{mean[i]:.1f}" if info.percent else format_value(mean[i])) + unit
+            if np.isfinite(sd[i]):
+                value = (f"{mean[i]:.1f} ± {sd[i]:.1f}" if info.percent
+                         else f"{format_value(mean[i])} ± {format_value(sd[i])}") + unit
+            where = f"{self.x_label.split(' (')[0].lower()} {xs[i]:g}"
+            parts.append(f"<span style='color:{self.color(s.strategy).name()}'>■</span> {s.strategy}: {value} "
+                         f"at {where}" + (" (running)" if s.running else ""))
+        return f"<b>{info.title}</b> — " + " · ".join(parts)
+
+    def set_readout(self, text: str) -> None:
+        self.readout_text = text
+        self.readout.setText(text, size="9pt")
