@@ -40,6 +40,7 @@ def main() -> int:
     parser.add_argument("--checkpoint", default="clean", choices=("clean", "paper"))
     parser.add_argument("--pool-inputs", type=int, default=None)
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "robot"))
+    parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
 
     import torch
@@ -52,7 +53,7 @@ def main() -> int:
     from workbench.core.robustness.experiment import ExperimentResult, prepare, run_strategy
     from workbench.core.robustness.pool import load_pool, save_pool
 
-    torch.set_num_threads(max(1, torch.get_num_threads()))
+    torch.set_num_threads(args.threads)  # OpenMP workers spin against other processes on a small shared box
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     model, dataset = load_model(args.model), load_dataset(args.data)

@@ -1,4 +1,5 @@
-"""The command line: `workbench [gui|info|train|evaluate|importance|coverage] ...`; no sub-command opens the GUI.
+"""The command line: `workbench [gui|info|train|evaluate|importance|coverage|attack|fol|select|fuzz|retrain|converge|
+experiment] ...`; no sub-command opens the GUI. The robustness commands live in `cli_robustness`.
 
 Every sub-command calls the same core job functions the GUI runs, with a terminal progress bar
 in place of the jobs panel. A `WorkbenchError` is printed as a message and a hint, never a traceback,
@@ -32,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     gui = sub.add_parser("gui", help="open the GUI (the default)")
     gui.add_argument("--project", metavar="DIR", help="project folder (default: the demo project)")
-    gui.add_argument("--view", default=None, help="view to show first: data, model, training, importance, coverage")
+    gui.add_argument("--view", default=None, help="view to show first: data, model, training, importance, coverage, robustness")
     gui.add_argument("--screenshot", metavar="PNG", help="render the window with real data, save it, exit")
 
     info = sub.add_parser("info", help="datasets found, bundled models, device, versions, plugins")
@@ -122,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     cov.add_argument("--trust-file", action="store_true",
                      help="allow loading a full pickle (runs code from the file: only for files you trust)")
     _add_common(cov)
+    from workbench.cli_robustness import add_robustness_commands
+
+    add_robustness_commands(sub)
     return parser
 
 
@@ -875,16 +879,22 @@ def cmd_gui(args) -> int:
 
 COMMANDS = {"info": cmd_info, "train": cmd_train, "evaluate": cmd_evaluate, "importance": cmd_importance,
             "coverage": cmd_coverage, "gui": cmd_gui}
+ROBUSTNESS_COMMANDS = ("attack", "fol", "select", "fuzz", "retrain", "converge", "experiment")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # recorded in model cards as the command
-    command = COMMANDS[args.command or "gui"]
+    if args.command in ROBUSTNESS_COMMANDS:
+        from workbench.cli_robustness import COMMANDS as ROBUSTNESS
+
+        command = ROBUSTNESS[args.command]
+    else:
+        command = COMMANDS[args.command or "gui"]
     from workbench.core.errors import Cancelled, WorkbenchError
 
     try:
-        if args.command in ("train", "evaluate", "importance", "coverage"):
+        if args.command in ("train", "evaluate", "importance", "coverage", *ROBUSTNESS_COMMANDS):
             from workbench.core.plugins import load_plugins
             load_plugins()
         return command(args)

@@ -128,6 +128,6 @@ def run_fuzzer(ctx: JobContext, model: LoadedModel, dataset: Dataset, eps: float
                   time_budget_s=time_budget_s, project_linf=project_linf)
     if len(result):
         snapshot.save_artifact("testset", name, result.to_arrays(), **{
-            **result.params, "role": "fuzzed", "model": model.name, "dataset": dataset.name,
+            **result.params, "role": "fuzz-tests", "model": model.name, "dataset": dataset.name,
             "model_fingerprint": model.fingerprint()})
     return StoredRun(result, snapshot.saves)

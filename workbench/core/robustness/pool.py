@@ -17,6 +17,8 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.robustness.attacks import ATTACKS, attack_split, check_eps
 from workbench.core.robustness.scores import UNCERTAINTY_SCORES, score_inputs
 
+#: Provenance keys the store adds (not how the pool was made), left out when a stored pool is read back.
+STORE_KEYS = ("kind", "role", "created", "versions")
 #: Per-candidate scores a pool carries (§5.3); `probs` (N×K) is kept too, for MCP.
 SCORE_NAMES = ("fol_linf", "fosc_l2", "grad_l2", *UNCERTAINTY_SCORES)
 
@@ -68,9 +70,10 @@ class CandidatePool:
                                  f"{', '.join(sorted(missing))}.",
                                  "Choose a pool made by `workbench attack` or the Robustness view.")
         scores = {n[len("score_"):]: artifact[n] for n in artifact.names if n.startswith("score_")}
+        params = {k: v for k, v in artifact.provenance.items() if k not in STORE_KEYS}
         return cls(artifact["x"].astype(np.float32), artifact["y"].astype(np.int64),
                    artifact["source_index"].astype(np.int64), np.asarray(artifact["attack"]).astype(str),
-                   scores, artifact["probs"], dict(artifact.provenance))
+                   scores, artifact["probs"], params)
 
 
 def score_candidates(ctx, model, images, labels, x0, eps: float, loss_mode: str = "logits",

@@ -249,6 +249,26 @@ def kmst_legacy(fol, budget, blocks: int = KMST_LEGACY_BLOCKS, seed: int = 0) ->
 COVERAGE_FILLS = ("reset", "total")
 
 
+_BITWISE_COUNT = getattr(np, "bitwise_count", None)  # numpy ≥ 2.0; a byte table otherwise
+_BYTE_BITS = np.array([b.bit_count() for b in range(256)], dtype=np.uint8)
+
+
+def _row_bits(words: np.ndarray) -> np.ndarray:
+    """Set bits per row of a (rows, words) uint64 array, as int64."""
+    if _BITWISE_COUNT is not None:
+        return _BITWISE_COUNT(words).sum(axis=1, dtype=np.int64)
+    return _BYTE_BITS[words.view(np.uint8)].sum(axis=1, dtype=np.int64)
+
+
+def _pack_rows(items: np.ndarray) -> np.ndarray:
+    """(rows, ⌈items/64⌉) uint64: each row's booleans as bits, padded with zeros."""
+    packed = np.packbits(items, axis=1)
+    pad = (-packed.shape[1]) % 8
+    if pad or packed.shape[1] == 0:
+        packed = np.pad(packed, ((0, 0), (0, pad if packed.shape[1] else 8)))
+    return np.ascontiguousarray(packed).view(np.uint64)
+
+
 def coverage_greedy(covers, budget, fill: str = "reset") -> Selection:
     """Greedy additional coverage over a boolean candidates × items matrix (the coverage baseline).
 
@@ -264,11 +284,10 @@ def coverage_greedy(covers, budget, fill: str = "reset") -> Selection:
       (ties to the lower index).
 
     Candidates covering nothing come last, in index order. Rows of a float matrix holding NaN are
-    excluded and counted. Exact greedy, evaluated lazily: a candidate's gain never grows between
-    resets, so stale gains are upper bounds (the order equals a full re-evaluation every step).
+    excluded and counted. Every step recomputes the exact gains (rows packed as bits), but only of
+    the candidates that still added something at the previous step: within one round between
+    resets a gain never grows, so a candidate at zero stays there.
     """
-    import heapq
-
     if fill not in COVERAGE_FILLS:
         raise WorkbenchError(f"Unknown coverage fill {fill!r}.", f"Use one of: {', '.join(COVERAGE_FILLS)}.")
     covers = np.asarray(covers)
@@ -278,56 +297,47 @@ def coverage_greedy(covers, budget, fill: str = "reset") -> Selection:
                              "Build it with neuron_coverage_items, or pass which items each candidate covers.")
     bad = np.isnan(covers).any(axis=1) if covers.dtype.kind == "f" else np.zeros(len(covers), bool)
     valid, _, n, nan_count = _prepare(np.where(bad, np.nan, 0.0), budget, "Coverage-greedy")
-    items = np.ascontiguousarray(covers[valid] != 0)
-    totals = np.add.reduce(items.view(np.uint8), axis=1, dtype=np.int64)
-    count = len(valid)
-    static = np.lexsort((np.arange(count), -totals))  # by total, most first; ties to the lower index
-    uncovered = np.ones(items.shape[1], bool)
-    taken = np.zeros(count, bool)
-    stamp = np.full(count, -1, np.int64)  # == epoch: re-evaluated since the last reset, so in `heap`
-    epoch, pos, heap = 0, 0, []
+    items = covers[valid] != 0
+    coverable = items.any(axis=0)
+    rows = _pack_rows(items[:, coverable])  # items nobody covers never change a gain
+    totals = _row_bits(rows)
+    full = np.full(rows.shape[1], np.iinfo(np.uint64).max, dtype=np.uint64)
+    uncovered = full.copy()
+    taken = np.zeros(len(valid), bool)
     chosen: list[int] = []
+    alive = None  # candidates that may still add coverage in this round; None: a round starts
     resets, saturated_at = 0, None
-
-    def static_head():
-        nonlocal pos
-        while pos < static.size and (taken[static[pos]] or stamp[static[pos]] == epoch):
-            pos += 1
-        return (-int(totals[static[pos]]), int(static[pos])) if pos < static.size else None
-
     while len(chosen) < n:
-        head = static_head()
-        if heap and (head is None or heap[0] < head):
-            _, i = heapq.heappop(heap)
+        if alive is None:
+            candidates = np.flatnonzero(~taken)
+            gains = totals[candidates]
         else:
-            i, pos = head[1], pos + 1
-        gain = int(np.count_nonzero(items[i] & uncovered))
-        key = (-gain, i)
-        rivals = [k for k in (static_head(), heap[0] if heap else None) if k is not None]
-        if rivals and key > min(rivals):  # a stale bound: someone else may add more
-            stamp[i] = epoch
-            heapq.heappush(heap, key)
-            continue
-        if gain == 0:  # nothing adds coverage any more
+            candidates = alive
+            gains = _row_bits(rows[candidates] & uncovered)
+        best = int(np.argmax(gains)) if gains.size else -1  # the first maximum: the lowest index
+        if best < 0 or gains[best] == 0:  # nothing adds coverage any more
             saturated_at = len(chosen) if saturated_at is None else saturated_at
-            if not uncovered.all():
-                static = static[~taken[static]]  # the candidates left, still by total
-                if fill == "total":
-                    chosen.extend(int(j) for j in static[:n - len(chosen)])
-                    break
+            rest = np.flatnonzero(~taken)
+            if alive is not None and fill == "reset":
                 resets += 1
-                epoch, pos, heap = epoch + 1, 0, []
-                uncovered[:] = True
+                uncovered[:], alive = full, None
                 continue
+            if fill == "total":  # by total coverage, ties (and candidates covering nothing) in index order
+                rest = rest[np.argsort(-totals[rest], kind="stable")]
+            chosen.extend(int(j) for j in rest[:n - len(chosen)])
+            break
+        i = int(candidates[best])
         taken[i] = True
         chosen.append(i)
-        uncovered &= ~items[i]
-    selected = valid[np.asarray(chosen, dtype=np.int64)]
-    union = int(np.count_nonzero(items[np.asarray(chosen, dtype=np.int64)].any(axis=0))) if chosen else 0
+        uncovered &= ~rows[i]
+        keep = gains > 0
+        keep[best] = False
+        alive = candidates[keep]
+    picked = np.asarray(chosen, dtype=np.int64)
+    union = int(np.count_nonzero(items[picked].any(axis=0))) if len(picked) else 0
     params = {"budget": n, "fill": fill, "items": int(items.shape[1]), "covered_items": union,
-              "coverable_items": int(np.count_nonzero(items.any(axis=0))), "saturated_at": saturated_at,
-              "resets": resets}
-    return Selection(selected.astype(np.int64), "coverage-greedy", params, nan_count)
+              "coverable_items": int(np.count_nonzero(coverable)), "saturated_at": saturated_at, "resets": resets}
+    return Selection(valid[picked].astype(np.int64), "coverage-greedy", params, nan_count)
 
 
 def neuron_coverage_items(ctx, model, layer, images, threshold: float = 0.0, batch_size: int = 256,

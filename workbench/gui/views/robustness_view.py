@@ -436,7 +436,7 @@ class RobustnessView(QWidget):
         for title, rows in (("Retraining runs", lambda: table_rows(self.rows)),
                             ("Convergence rounds", lambda: table_rows(self.rounds)),
                             ("Selected candidates", self._selection_rows),
-                            ("Fuzzing pairs", self.fuzz.pairs.csv_rows)):
+                            ("Fuzzing pairs", lambda: self.fuzz.pairs.csv_rows())):
             menu.addAction(f"{title} as CSV…", lambda rows=rows, title=title: self._save_csv(rows, title))
         return menu
 

@@ -1,0 +1,166 @@
+"""The Robustness view on the demo project (the Fashion-MNIST slice and the bundled LeNet-5): the pools and
+FOL histograms, a strategy's selection, the quick comparison that starts by itself, a retraining launched
+from the panel, the convergence rounds, fuzzing, stored runs read back, bad input and the screenshot."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import Qt
+
+pytestmark = pytest.mark.gui
+
+RETRAIN_TIMEOUT_MS = 120_000
+
+
+def idle(window) -> bool:
+    return window.session.is_ready and window.runner.is_idle()
+
+
+@pytest.fixture
+def robustness_window(qtbot, settled_window):
+    """The demo window on the Robustness view, with the pools built and the quick comparison done."""
+    window = settled_window
+    qtbot.keyClick(window, Qt.Key.Key_6, Qt.KeyboardModifier.ControlModifier)
+    view = window.views["robustness"]
+    assert window.tabs.currentWidget() is view
+    qtbot.waitUntil(lambda: view.base is not None and not view.jobs and idle(window), timeout=RETRAIN_TIMEOUT_MS)
+    return window
+
+
+def test_pools_histograms_and_selection(qtbot, robustness_window, tmp_path):
+    window = robustness_window
+    view = window.views["robustness"]
+    setup = view.base.setup
+    assert setup.eps == pytest.approx(0.1) and view.eps_box.value() == pytest.approx(0.1)
+    # The slice has 2,000 training images: the "10,000" pool attacks all of them.
+    assert setup.pool.params["attacked_inputs"] == 2000
+    assert setup.baseline["static_ae_accuracy"] == 0.0
+    hist = view.histogram
+    assert hist.has_data() and hist.names == ["clean test", "FGSM (train pool)", "PGD (train pool)"]
+    for attack in ("fgsm", "pgd"):
+        assert len(hist.values[f"{attack.upper()} (train pool)"]) == int(np.sum(setup.pool.attack == attack))
+    assert f"{len(setup.pool):,} successful adversarials" in view.summary.text()
+    # The default selection (BE-ST, 2 %) is the core's pick, shown as thumbnails and as a rug.
+    from workbench.core.robustness.selection import be_st
+
+    selectable = setup.pool.subset(setup.selectable)
+    expected = be_st(selectable.scores["fol_linf"], "2%").indices
+    assert view.strip.model.rowCount() == len(expected)
+    np.testing.assert_allclose(np.sort(hist.selected), np.sort(selectable.scores["fol_linf"][expected]))
+    # Another strategy and budget: the strip and the rug follow.
+    view.strategy_box.setCurrentIndex(view.strategy_box.findData("deepgini"))
+    view.budget_box.setValue(5.0)
+    n = int(np.floor(0.05 * len(selectable) + 1e-9))
+    qtbot.waitUntil(lambda: view.strip.model.rowCount() == n and not view.jobs, timeout=10000)
+    top = np.argsort(-selectable.scores["deepgini"], kind="stable")[:n]
+    np.testing.assert_allclose(np.sort(hist.selected), np.sort(selectable.scores["fol_linf"][top]))
+    # The pools were stored in the project as test sets.
+    roles = [e["provenance"].get("kind_of_pool") for e in window.session.project.artifacts("testset").values()]
+    assert sorted(roles) == ["fp_test", "train"]
+    view.grab().save(str(tmp_path / "robustness.png"))
+
+
+def test_quick_comparison_draws_every_strategy_and_is_stored(qtbot, robustness_window, open_window):
+    window = robustness_window
+    view = window.views["robustness"]
+    curves = view.retrain.curves
+    # It started by itself: 4 strategies × budgets 1 and 4 % × one seed, two epochs.
+    assert len(view.rows) == 8 and curves.has_data()
+    assert curves.strategies() == ["BE-ST", "KM-ST", "DeepGini", "random"]
+    assert set(curves.metrics()) == {"static", "adaptive", "clean", "fol"}
+    be_st = next(s for s in curves.series if s.strategy == "BE-ST" and s.metric == "static")
+    rows = sorted((r for r in view.rows if r["strategy"] == "be-st"), key=lambda r: r["budget_percent"])
+    np.testing.assert_allclose(be_st.mean, [100 * r["static_ae_accuracy"] for r in rows])
+    assert all(r["static_ae_accuracy"] > 0 for r in view.rows)  # retraining on adversarials helps on fp_test
+    stored = window.session.project.artifacts("robustness")
+    assert len(stored) == 1 and next(iter(stored.values()))["provenance"]["what"] == "experiment"
+    # A new window on the same project shows the stored comparison without retraining.
+    project = window.session.project
+    window.close()
+    from workbench.core.project import Project
+
+    again = open_window(Project.open(project.folder))
+    qtbot.waitUntil(lambda: idle(again), timeout=30000)
+    qtbot.keyClick(again, Qt.Key.Key_6, Qt.KeyboardModifier.ControlModifier)
+    other = again.views["robustness"]
+    qtbot.waitUntil(lambda: other.base is not None and idle(again), timeout=60000)
+    assert other.base.reused and len(other.rows) == 8 and "retrain" not in other.jobs
+    assert other.retrain.curves.strategies() == ["BE-ST", "KM-ST", "DeepGini", "random"]
+
+
+def test_retraining_from_the_panel_updates_the_curve(qtbot, robustness_window):
+    window = robustness_window
+    view = window.views["robustness"]
+    panel = view.retrain
+    for name, action in panel.strategy_actions.items():
+        action.setChecked(name in ("km-st", "mcp"))
+    panel.budgets_edit.setText("3")
+    panel.epochs_box.setValue(1)
+    seen = []
+    qtbot.mouseClick(panel.button, Qt.MouseButton.LeftButton)
+    job = view.jobs["retrain"]
+    assert panel.button.text() == "Cancel"
+    job.partial.connect(lambda row: seen.append(panel.curves.strategies()))
+    qtbot.waitUntil(lambda: "retrain" not in view.jobs and idle(window), timeout=RETRAIN_TIMEOUT_MS)
+    assert seen[0] == ["KM-ST"] and seen[-1] == ["KM-ST", "MCP"]  # the curve grew as each run ended
+    assert [r["strategy"] for r in view.rows] == ["km-st", "mcp"]
+    assert all(r["budget"] == "3%" and r["best_epoch"] == 1 for r in view.rows)
+    assert panel.button.text() == "Retrain"
+    assert len(window.session.project.artifacts("robustness")) == 2
+
+
+def test_convergence_rounds_and_fuzzing(qtbot, robustness_window):
+    window = robustness_window
+    view = window.views["robustness"]
+    panel = view.converge
+    panel.rounds_box.setValue(1)
+    panel.epochs_box.setValue(1)
+    view.tabs.setCurrentWidget(panel)
+    qtbot.mouseClick(panel.button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: "converge" not in view.jobs and idle(window), timeout=RETRAIN_TIMEOUT_MS)
+    assert [r["round"] for r in view.rounds] == [0, 1]
+    assert view.rounds[0]["static_ae_accuracy"] == 0.0 and view.rounds[1]["static_ae_accuracy"] > 0.0
+    fol = next(s for s in panel.curves.series if s.metric == "fol")
+    assert list(fol.x) == [0.0, 1.0] and fol.mean[1] < fol.mean[0]  # the loss surface flattens
+    assert "requirement" in panel.status.text()
+
+    fuzz = view.fuzz
+    fuzz.seeds_box.setValue(8)
+    fuzz.time_box.setValue(20)
+    view.tabs.setCurrentWidget(fuzz)
+    qtbot.mouseClick(fuzz.button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: "fuzz" not in view.jobs and idle(window), timeout=60000)
+    result = view.fuzzed
+    assert result is not None and len(result) > 0
+    assert fuzz.pairs.pair_count() == len(result)
+    assert "tests from" in fuzz.pairs.counter.text()
+    assert "fuzzed" in view.histogram.names and len(view.histogram.values["fuzzed"]) == len(result)
+    roles = [e["provenance"].get("role") for e in window.session.project.artifacts("testset").values()]
+    assert "fuzz-tests" in roles
+
+
+def test_bad_budgets_are_refused_and_nothing_starts(qtbot, robustness_window, error_dialogs):
+    view = robustness_window.views["robustness"]
+    for text, message in (("two", "not a number"), ("0", "between 0 and 100"), ("", "No budget")):
+        view.retrain.budgets_edit.setText(text)
+        qtbot.mouseClick(view.retrain.button, Qt.MouseButton.LeftButton)
+        assert "retrain" not in view.jobs
+        assert message in error_dialogs[-1].message
+    view.retrain.budgets_edit.setText("2")
+    for action in view.retrain.strategy_actions.values():
+        action.setChecked(False)
+    qtbot.mouseClick(view.retrain.button, Qt.MouseButton.LeftButton)
+    assert "retrain" not in view.jobs and "No strategy" in error_dialogs[-1].message
+
+
+def test_a_dataset_without_a_train_split_is_explained(qtbot, settled_window):
+    window = settled_window
+    view = window.views["robustness"]
+    data = window.session.datasets[window.selection.dataset]
+    train = data.splits.pop("train")
+    try:
+        window.show_view("robustness")
+        assert "no training and test split" in view.stack.empty.title.text()
+    finally:
+        data.splits["train"] = train
