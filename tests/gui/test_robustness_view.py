@@ -28,8 +28,7 @@ def robustness_window(qtbot, settled_window):
     return window
 
 
-def test_pools_histograms_and_selection(qtbot, robustness_window, tmp_path):
-    window = robustness_window
+def check_pools_histograms_and_selection(qtbot, window, tmp_path):
     view = window.views["robustness"]
     setup = view.base.setup
     assert setup.eps == pytest.approx(0.1) and view.eps_box.value() == pytest.approx(0.1)
@@ -61,8 +60,7 @@ def test_pools_histograms_and_selection(qtbot, robustness_window, tmp_path):
     view.grab().save(str(tmp_path / "robustness.png"))
 
 
-def test_quick_comparison_draws_every_strategy_and_is_stored(qtbot, robustness_window, open_window):
-    window = robustness_window
+def check_quick_comparison_is_drawn_and_stored(qtbot, window, open_window):
     view = window.views["robustness"]
     curves = view.retrain.curves
     # It started by itself: 4 strategies × budgets 1 and 4 % × one seed, two epochs.
@@ -89,8 +87,7 @@ def test_quick_comparison_draws_every_strategy_and_is_stored(qtbot, robustness_w
     assert other.retrain.curves.strategies() == ["BE-ST", "KM-ST", "DeepGini", "random"]
 
 
-def test_retraining_from_the_panel_updates_the_curve(qtbot, robustness_window):
-    window = robustness_window
+def check_retraining_from_the_panel_updates_the_curve(qtbot, window):
     view = window.views["robustness"]
     panel = view.retrain
     for name, action in panel.strategy_actions.items():
@@ -108,10 +105,10 @@ def test_retraining_from_the_panel_updates_the_curve(qtbot, robustness_window):
     assert all(r["budget"] == "3%" and r["best_epoch"] == 1 for r in view.rows)
     assert panel.button.text() == "Retrain"
     assert len(window.session.project.artifacts("robustness")) == 2
+    assert len(view.rows) == 2
 
 
-def test_convergence_rounds_and_fuzzing(qtbot, robustness_window):
-    window = robustness_window
+def check_convergence_rounds_and_fuzzing(qtbot, window):
     view = window.views["robustness"]
     panel = view.converge
     panel.rounds_box.setValue(1)
@@ -140,8 +137,8 @@ def test_convergence_rounds_and_fuzzing(qtbot, robustness_window):
     assert "fuzz-tests" in roles
 
 
-def test_bad_budgets_are_refused_and_nothing_starts(qtbot, robustness_window, error_dialogs):
-    view = robustness_window.views["robustness"]
+def check_bad_budgets_are_refused(qtbot, window, error_dialogs):
+    view = window.views["robustness"]
     for text, message in (("two", "not a number"), ("0", "between 0 and 100"), ("", "No budget")):
         view.retrain.budgets_edit.setText(text)
         qtbot.mouseClick(view.retrain.button, Qt.MouseButton.LeftButton)
@@ -152,6 +149,20 @@ def test_bad_budgets_are_refused_and_nothing_starts(qtbot, robustness_window, er
         action.setChecked(False)
     qtbot.mouseClick(view.retrain.button, Qt.MouseButton.LeftButton)
     assert "retrain" not in view.jobs and "No strategy" in error_dialogs[-1].message
+
+
+# Each window prepares its pools and runs the quick comparison first (half a minute on two cores), so the
+# checks share two windows: one for what is shown and stored, one for the jobs launched from the panels.
+
+def test_pools_selection_and_the_quick_comparison(qtbot, robustness_window, open_window, tmp_path):
+    check_pools_histograms_and_selection(qtbot, robustness_window, tmp_path)
+    check_quick_comparison_is_drawn_and_stored(qtbot, robustness_window, open_window)
+
+
+def test_retraining_convergence_fuzzing_and_bad_budgets(qtbot, robustness_window, error_dialogs):
+    check_bad_budgets_are_refused(qtbot, robustness_window, error_dialogs)
+    check_retraining_from_the_panel_updates_the_curve(qtbot, robustness_window)
+    check_convergence_rounds_and_fuzzing(qtbot, robustness_window)
 
 
 def test_a_dataset_without_a_train_split_is_explained(qtbot, settled_window):

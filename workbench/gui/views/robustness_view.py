@@ -209,6 +209,7 @@ class RobustnessView(QWidget):
             rt.prepare_robustness, bundle.model, data, eps, inputs, 0, ProjectSnapshot(self.session.project),
             report_errors=False)
         self.jobs["prepare"] = job
+        job.ended.connect(lambda job=job: self.jobs.get("prepare") is job and self.jobs.pop("prepare"))
         job.finished.connect(lambda run, key=key: self._on_prepared(key, run))
         job.failed.connect(lambda exc, key=key: key == self.base_key and self.histogram.show_message(
             "The candidate pool could not be built", error_text(exc), [("Try again", self._retry)]))
@@ -266,12 +267,12 @@ class RobustnessView(QWidget):
         job = self.session.runner.submit(f"Select {budget} with {strategy_title(strategy)}", rt.select_candidates,
                                          self.base, strategy, budget, 0, uses_device=False, report_errors=False)
         self.jobs["select"] = job
+        job.ended.connect(lambda job=job: self.jobs.get("select") is job and self.jobs.pop("select"))
         base = self.base
         job.finished.connect(lambda result, base=base: base is self.base and self._show_selection(*result))
         job.failed.connect(lambda exc: self.strip.clear_candidates("No selection", error_text(exc)))
 
     def _show_selection(self, chosen, picked) -> None:
-        self.jobs.pop("select", None)
         self.picked = picked
         class_names = list(self.session.datasets[self.selection.dataset].class_names)
         self.strip.set_candidates(picked.images, picked.scores["fol_linf"], picked.labels, picked.probs.argmax(1),
