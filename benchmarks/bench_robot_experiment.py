@@ -98,10 +98,11 @@ def main() -> int:
               "epochs": args.epochs or 10, "checkpoint_mode": args.checkpoint, "eps": eps, "model": args.model,
               "data": args.data, "report_subset": setup.report_subset}
     result = ExperimentResult(rows, setup.summary(), params)
-    from workbench.cli_robustness import write_experiment_outputs
+    from workbench.core.robustness.experiment_report import write_experiment_outputs
+    from workbench.gui.experiment_plot import save_experiment_plot
 
-    written = write_experiment_outputs(result, out)
-    print("wrote", ", ".join(str(p) for p in written))
+    written = write_experiment_outputs(result, out, plot=save_experiment_plot)
+    print("wrote", ", ".join(written.values()))
     print(f"mean static AE accuracy by strategy: "
           f"{ {s: round(float(np.mean([r['static_ae_accuracy'] for r in rows if r['strategy'] == s])), 3) for s in strategies} }")
     return 0

@@ -16,11 +16,10 @@ import torch
 from cli_helpers import assert_clean_failure, run_cli
 
 from workbench.cli import main
-from workbench.cli_robustness import _save_pool
 from workbench.core.model_io import load_model, save_checkpoint
 from workbench.core.project import Project
 from workbench.core.robustness.fuzzing import STOP_REASONS
-from workbench.core.robustness.pool import load_pool
+from workbench.core.robustness.pool import load_pool, save_pool
 from workbench.core.robustness.runs import load_run
 
 EPS = "0.1"
@@ -77,7 +76,8 @@ def test_attack_stores_a_pool_that_loads_back(attacked):
     pool = load_pool(project, POOL)
     assert len(pool) == r["candidates"] and pool.images.shape[1:] == (1, 8, 8)
     assert pool.params["eps"] == 0.1 and pool.params["dataset"] == "digits" and pool.params["split"] == "train"
-    assert pool.params["model"] == "digits-net" and pool.params["role"] == "candidate-pool"
+    assert pool.params["model"] == "digits-net" and "role" not in pool.params  # store keys stay in the file
+    assert project.load_artifact(POOL, kind="testset").provenance["role"] == "candidate-pool"
     assert "workbench attack" in pool.params["command"]
     assert np.mean(pool.scores["fol_linf"]) == pytest.approx(r["fol_linf"]["mean"], rel=1e-6)
     assert POOL in [t["name"] for t in project.testsets]
@@ -288,7 +288,7 @@ def test_bad_input_exits_2_and_stores_nothing(case, words, attacked, tmp_path, c
     fresh = tmp_path / "new-project"
     project = Project.open(folder)
     if case == "empty-pool":
-        _save_pool(project, "empty", load_pool(project, POOL).subset([]))  # core save_pool refuses a loaded pool
+        save_pool(project, "empty", load_pool(project, POOL).subset([]))
     if case == "no-labels":
         project.save_artifact("testset", "unlabelled", {"x": np.zeros((3, 1, 8, 8), np.float32)})
     before = _snapshot(folder)

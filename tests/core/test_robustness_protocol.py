@@ -55,7 +55,8 @@ def test_pool_round_trips_through_a_project(tmp_project, test_pool):
     np.testing.assert_array_equal(back.attack, test_pool.attack)
     for key, values in test_pool.scores.items():
         np.testing.assert_array_equal(back.scores[key], values)
-    assert back.params["eps"] == EPS and back.params["role"] == "candidate-pool"
+    assert back.params["eps"] == EPS and "role" not in back.params
+    assert tmp_project.artifacts("testset")["digits-pool"]["provenance"]["role"] == "candidate-pool"
     assert any(t["name"] == "digits-pool" for t in tmp_project.testsets)
 
 
@@ -239,3 +240,47 @@ def test_runs_round_trip_through_a_project(tmp_project):
     np.testing.assert_array_equal(art["static_ae_accuracy"], [0.0, 0.5])
     with pytest.raises(WorkbenchError, match="no rows"):
         save_run(tmp_project, "empty", "convergence", [], {})
+
+
+# --- the RobOT protocol, reduced (§10.9) ---------------------------------------------------------------
+
+def test_reduced_robot_experiment(digits_model, digits):
+    """Two strategies × two budgets × two seeds on digits: every run retrains from the original weights."""
+    from workbench.core.robustness.experiment import robot_experiment
+
+    before = digits_model.fingerprint()
+    partial = []
+    result = robot_experiment(JobContext("cpu", on_partial=partial.append), digits_model, digits, EPS,
+                              strategies=("be-st", "random"), budgets=("5%", "20%"), seeds=(0, 1), epochs=2,
+                              report_subset=100)
+    assert digits_model.fingerprint() == before
+    assert "setup" in partial[0] and partial[1:] == result.rows
+    setup = result.setup
+    assert setup["baseline"]["static_ae_accuracy"] == 0.0
+    assert setup["heldout"] > 0 and setup["selectable"] + setup["heldout"] == setup["pool"]["candidates"]
+    assert [(r["strategy"], r["budget"], r["seed"]) for r in result.rows] == [
+        (s, b, seed) for b in ("5%", "20%") for s in ("be-st", "random") for seed in (0, 1)]
+    for row in result.rows:
+        assert row["selected"] == int(np.floor(float(row["budget"][:-1]) / 100 * setup["selectable"] + 1e-9))
+        assert row["checkpoint_mode"] == "clean" and not row["optimistic"]
+        assert 1 <= row["best_epoch"] <= 2
+        assert row["static_ae_accuracy"] > 0.0  # learning pool adversarials carries over to fp_test
+    table = result.table("static_ae_accuracy")
+    assert set(table) == {"be-st", "random"} and all(n == 2 for by in table.values() for _, _, n in by.values())
+    # More selected tests help on average (the paper's "robustness rises with the budget").
+    mean = lambda b: np.mean([r["static_ae_accuracy"] for r in result.rows if r["budget"] == b])  # noqa: E731
+    assert mean("20%") > mean("5%")
+
+
+def test_experiment_refuses_bad_settings_before_attacking(digits_model, digits):
+    from workbench.core.robustness.experiment import robot_experiment
+
+    calls = []
+    ctx = JobContext("cpu", on_progress=lambda *a: calls.append(a))
+    with pytest.raises(WorkbenchError, match="percentage"):
+        robot_experiment(ctx, digits_model, digits, EPS, budgets=("5 percent",))
+    with pytest.raises(WorkbenchError, match="outside the data range"):
+        robot_experiment(ctx, digits_model, digits, 1.5)
+    with pytest.raises(WorkbenchError, match="Checkpoint mode"):
+        robot_experiment(ctx, digits_model, digits, EPS, checkpoint_mode="last")
+    assert calls == []

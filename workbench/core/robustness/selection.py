@@ -253,20 +253,28 @@ _BITWISE_COUNT = getattr(np, "bitwise_count", None)  # numpy ≥ 2.0; a byte tab
 _BYTE_BITS = np.array([b.bit_count() for b in range(256)], dtype=np.uint8)
 
 
-def _row_bits(words: np.ndarray) -> np.ndarray:
-    """Set bits per row of a (rows, words) uint64 array, as int64."""
-    if _BITWISE_COUNT is not None:
-        return _BITWISE_COUNT(words).sum(axis=1, dtype=np.int64)
-    return _BYTE_BITS[words.view(np.uint8)].sum(axis=1, dtype=np.int64)
+def _bits_per_column(words: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """Set bits of `words & mask` per column of a (words, columns) uint64 array, as int32.
+
+    The loop runs over the few words; each step is one contiguous vector operation over the columns.
+    """
+    out = np.zeros(words.shape[1], dtype=np.int32)
+    buffer = np.empty(words.shape[1], dtype=np.uint64)
+    for w in range(words.shape[0]):
+        row = words[w] if mask is None else np.bitwise_and(words[w], mask[w], out=buffer)
+        if _BITWISE_COUNT is not None:
+            out += _BITWISE_COUNT(row)
+        else:
+            out += _BYTE_BITS[row.view(np.uint8)].reshape(-1, 8).sum(axis=1, dtype=np.int32)
+    return out
 
 
-def _pack_rows(items: np.ndarray) -> np.ndarray:
-    """(rows, ⌈items/64⌉) uint64: each row's booleans as bits, padded with zeros."""
+def _pack_columns(items: np.ndarray) -> np.ndarray:
+    """(⌈items/64⌉, rows) uint64: each row's booleans as bits (padded with zeros), one column per row."""
     packed = np.packbits(items, axis=1)
-    pad = (-packed.shape[1]) % 8
-    if pad or packed.shape[1] == 0:
-        packed = np.pad(packed, ((0, 0), (0, pad if packed.shape[1] else 8)))
-    return np.ascontiguousarray(packed).view(np.uint64)
+    pad = (-packed.shape[1]) % 8 if packed.shape[1] else 8
+    packed = np.pad(packed, ((0, 0), (0, pad)))
+    return np.ascontiguousarray(np.ascontiguousarray(packed).view(np.uint64).T)
 
 
 def coverage_greedy(covers, budget, fill: str = "reset") -> Selection:
@@ -299,23 +307,30 @@ def coverage_greedy(covers, budget, fill: str = "reset") -> Selection:
     valid, _, n, nan_count = _prepare(np.where(bad, np.nan, 0.0), budget, "Coverage-greedy")
     items = covers[valid] != 0
     coverable = items.any(axis=0)
-    rows = _pack_rows(items[:, coverable])  # items nobody covers never change a gain
-    totals = _row_bits(rows)
-    full = np.full(rows.shape[1], np.iinfo(np.uint64).max, dtype=np.uint64)
+    words = _pack_columns(items[:, coverable])  # items nobody covers never change a gain
+    totals = _bits_per_column(words)
+    full = np.full(words.shape[0], np.iinfo(np.uint64).max, dtype=np.uint64)
     uncovered = full.copy()
-    taken = np.zeros(len(valid), bool)
+    count = len(valid)
+    taken = np.zeros(count, bool)
     chosen: list[int] = []
-    alive = None  # candidates that may still add coverage in this round; None: a round starts
+    # Candidates that may still add coverage in this round: None when a round starts, a boolean
+    # mask while most of the pool is left (one pass over all columns is cheaper than gathering),
+    # then their indices.
+    alive = None
     resets, saturated_at = 0, None
     while len(chosen) < n:
-        if alive is None:
-            candidates = np.flatnonzero(~taken)
-            gains = totals[candidates]
+        candidates = None
+        if alive is None:  # nothing covered yet: the gains are the totals
+            gains = np.where(taken, -1, totals)
+        elif alive.dtype == bool:
+            gains = _bits_per_column(words, uncovered)
+            gains[~alive] = -1
         else:
             candidates = alive
-            gains = _row_bits(rows[candidates] & uncovered)
+            gains = _bits_per_column(words[:, candidates], uncovered)
         best = int(np.argmax(gains)) if gains.size else -1  # the first maximum: the lowest index
-        if best < 0 or gains[best] == 0:  # nothing adds coverage any more
+        if best < 0 or gains[best] <= 0:  # nothing adds coverage any more
             saturated_at = len(chosen) if saturated_at is None else saturated_at
             rest = np.flatnonzero(~taken)
             if alive is not None and fill == "reset":
@@ -326,13 +341,18 @@ def coverage_greedy(covers, budget, fill: str = "reset") -> Selection:
                 rest = rest[np.argsort(-totals[rest], kind="stable")]
             chosen.extend(int(j) for j in rest[:n - len(chosen)])
             break
-        i = int(candidates[best])
+        i = best if candidates is None else int(candidates[best])
         taken[i] = True
         chosen.append(i)
-        uncovered &= ~rows[i]
+        uncovered &= ~words[:, i]
         keep = gains > 0
         keep[best] = False
-        alive = candidates[keep]
+        if candidates is not None:
+            alive = candidates[keep]
+        elif np.count_nonzero(keep) * 8 >= count:
+            alive = keep
+        else:
+            alive = np.flatnonzero(keep)
     picked = np.asarray(chosen, dtype=np.int64)
     union = int(np.count_nonzero(items[picked].any(axis=0))) if len(picked) else 0
     params = {"budget": n, "fill": fill, "items": int(items.shape[1]), "covered_items": union,

@@ -1,0 +1,164 @@
+"""The written report of a RobOT experiment (spec/robustness.md §7–§8): CSV, Markdown, JSON and a plot.
+
+`write_experiment_outputs(result, out_dir, plot)` writes `robot_experiment.csv` (one row per run),
+`.json` (settings, setup, rows and the mean ± sd tables), `.png` (robustness against budget per
+strategy) and `.md` (the protocol, the plot and the tables), each atomically. The core never
+imports Qt: the plot is drawn by the `plot` callable the caller hands in (the GUI's
+`save_experiment_plot`); when Qt cannot start there, the PNG is skipped with a warning and the rest
+is written as usual. `experiment_table` is the mean ± sd over seeds that the CLI prints too.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+OPTIMISTIC_LABEL = "optimistic (checkpoint chosen on test data)"
+EXPERIMENT_COLUMNS = ("strategy", "budget", "seed", "selected", "budget_percent", "static_ae_accuracy",
+                      "adaptive_robust_accuracy", "clean_accuracy", "fol_mean", "fol_median", "selected_fol_mean",
+                      "best_epoch", "checkpoint_mode", "optimistic", "seconds")
+#: The metrics the tables summarise, with their titles in the Markdown report.
+TABLE_METRICS = {"static_ae_accuracy": "Static AE accuracy (accuracy on fp_test)",
+                 "adaptive_robust_accuracy": "Adaptive robust accuracy (PGD-10 against the retrained model)",
+                 "clean_accuracy": "Clean test accuracy"}
+BASENAME = "robot_experiment"
+
+
+def pct(x) -> str:
+    """An accuracy in [0, 1] as "12.3 %"; "—" when unknown."""
+    return "—" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x * 100:.1f} %"
+
+
+def num(x, fmt: str = ".4g") -> str:
+    return "—" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, fmt)
+
+
+def epochs_text(n) -> str:
+    return f"{n} epoch" + ("" if n == 1 else "s")
+
+
+def _mean_sd(values) -> tuple[float | None, float | None, int]:
+    v = np.asarray([x for x in values if x is not None], dtype=np.float64)
+    if not v.size:
+        return None, None, 0
+    return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0, int(v.size)
+
+
+def experiment_table(result, metric: str) -> dict:
+    """{strategy: {budget: {"mean", "sd", "runs"}}} of one metric over the seeds, in the grid's order."""
+    out: dict = {}
+    for row in result.rows:
+        out.setdefault(row["strategy"], {}).setdefault(row["budget"], []).append(row.get(metric))
+    return {s: {b: dict(zip(("mean", "sd", "runs"), _mean_sd(v))) for b, v in by.items()} for s, by in out.items()}
+
+
+def plot_title(result) -> str:
+    p = result.params
+    title = f"RobOT experiment: {p.get('model', '?')} on {p.get('dataset', '?')}"
+    if result.setup.get("eps") is not None:
+        title += f", ε = {result.setup['eps']:g}"
+    return title + (f" — {OPTIMISTIC_LABEL}" if p.get("checkpoint_mode") == "paper" else "")
+
+
+def experiment_markdown(result, plot_file: str | None = None) -> str:
+    """The protocol and the mean ± sd tables; `plot_file` (a name beside the report) is shown when given."""
+    p, s = result.params, result.setup
+    baseline = s["baseline"]
+    budgets = list(dict.fromkeys(r["budget"] for r in result.rows))
+    optimistic = p.get("checkpoint_mode") == "paper"
+    mode = ("paper: the epoch with the best fp_test accuracy is kept — " + OPTIMISTIC_LABEL) if optimistic else \
+        "clean: the epoch with the best accuracy on the held-out part of the pool is kept"
+    pool = s["pool"]
+    lines = [f"# RobOT experiment: {p.get('model', '?')} on {p.get('dataset', '?')}", "", "## Protocol", "",
+             f"- model: {p.get('model', '?')} (weights {p.get('model_fingerprint', '?')})",
+             f"- data: {p.get('dataset', '?')}",
+             f"- eps (L∞): {s['eps']:g} ({p.get('eps_source', '')})",
+             f"- pool: {pool['candidates']:,} successful FGSM/PGD adversarials ("
+             + ", ".join(f"{a} {n:,}" for a, n in pool["by_attack"].items())
+             + f") of {p.get('pool_attacked', 'the whole training set')}",
+             f"- selectable: {s['selectable']:,}; held out for checkpointing: {s['heldout']:,}",
+             f"- fp_test: {s['fp_test']['candidates']:,} successful adversarials of the test set against the original model",
+             f"- preset: {p['preset']}, {epochs_text(p['epochs'])} of fine-tuning from the original weights per run",
+             f"- strategies: {', '.join(p['strategies'])}; budgets (% of the selectable pool): {', '.join(p['budgets'])}",
+             f"- seeds: {', '.join(str(x) for x in p['seeds'])}",
+             f"- checkpoint mode: {mode}",
+             ("- adaptive robust accuracy: PGD-10 (α = ε/6, random start) against each model on "
+              f"{baseline.get('adaptive_inputs', p.get('report_subset'))} test inputs"),
+             (f"- baseline (original model): static AE accuracy {pct(baseline.get('static_ae_accuracy'))}, "
+              f"adaptive robust accuracy {pct(baseline['adaptive_robust_accuracy'])}, clean accuracy "
+              f"{pct(baseline['clean_accuracy'])}, mean FOL∞ {num(baseline['fol_mean'])}"), ""]
+    if plot_file:
+        lines += ["## Robustness against budget", "",
+                  "Mean ± 1 sd over the seeds per strategy; x: budget (% of the selectable pool)"
+                  + (" — " + OPTIMISTIC_LABEL if optimistic else "") + ".", "",
+                  f"![Robustness against budget per strategy]({plot_file})", ""]
+    for metric, title in TABLE_METRICS.items():
+        table = experiment_table(result, metric)
+        lines += [f"## {title}, mean ± sd over seeds (%)" + (" — " + OPTIMISTIC_LABEL if optimistic else ""), "",
+                  "| strategy | " + " | ".join(budgets) + " |", "|---|" + "---|" * len(budgets)]
+        for strategy, by in table.items():
+            cells = []
+            for b in budgets:
+                c = by.get(b)
+                cells.append("—" if not c or c["mean"] is None else f"{c['mean'] * 100:.1f} ± {c['sd'] * 100:.1f}")
+            lines.append(f"| {strategy} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _json_value(o):
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, np.generic):
+        return o.item()
+    return str(o)
+
+
+def _warn_on_stderr(text: str) -> None:
+    print(f"warning: {text}", file=sys.stderr, flush=True)
+
+
+def write_experiment_outputs(result, out_dir, plot: Callable | None = None,
+                             on_warning: Callable[[str], None] | None = None) -> dict[str, str]:
+    """Write robot_experiment.csv, .json, .png (when `plot` is given and Qt starts) and .md into `out_dir`,
+    each atomically; returns {"csv", "json", "md"} paths, and "png" when the plot was written.
+
+    `result` is an `ExperimentResult` whose `params` may also carry model, dataset, eps_source and
+    pool_attacked for the protocol. `plot(rows, path, title)` draws the PNG (the GUI's
+    `workbench.gui.experiment_plot.save_experiment_plot`); if it raises ImportError or RuntimeError
+    (no Qt, no display), the PNG is skipped and `on_warning` gets one line (default: printed to stderr).
+    """
+    import csv
+    import json
+
+    from workbench.core.store import atomic_path
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {"csv": out / f"{BASENAME}.csv", "json": out / f"{BASENAME}.json"}
+    attacks = sorted({a for r in result.rows for a in (r.get("static_ae_by_attack") or {})})
+    with atomic_path(files["csv"]) as tmp, open(tmp, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(list(EXPERIMENT_COLUMNS) + [f"static_ae_accuracy_{a}" for a in attacks])
+        for r in result.rows:
+            by = r.get("static_ae_by_attack") or {}
+            w.writerow([r.get(c) for c in EXPERIMENT_COLUMNS] + [by.get(a) for a in attacks])
+    with atomic_path(files["json"]) as tmp:
+        data = {"params": result.params, "setup": result.setup, "rows": result.rows,
+                "tables": {m: experiment_table(result, m) for m in TABLE_METRICS}}
+        tmp.write_text(json.dumps(data, indent=2, default=_json_value))
+    if plot is not None and result.rows:
+        png = out / f"{BASENAME}.png"
+        try:
+            files["png"] = Path(plot(result.rows, png, plot_title(result)))
+        except (ImportError, RuntimeError) as exc:
+            (on_warning or _warn_on_stderr)(f"the plot {png.name} was not drawn (Qt could not start: {exc}); "
+                                            "the CSV, JSON and Markdown reports are complete without it")
+    files["md"] = out / f"{BASENAME}.md"
+    with atomic_path(files["md"]) as tmp:
+        tmp.write_text(experiment_markdown(result, files["png"].name if "png" in files else None))
+    return {k: str(files[k]) for k in ("csv", "md", "json", "png") if k in files}
