@@ -96,7 +96,9 @@ def main() -> int:
             and r["strategy"] in strategies and r["budget"] in budgets and r["seed"] in seeds]
     params = {"strategies": strategies, "budgets": budgets, "seeds": seeds, "preset": "robot-mnist",
               "epochs": args.epochs or 10, "checkpoint_mode": args.checkpoint, "eps": eps, "model": args.model,
-              "data": args.data, "report_subset": setup.report_subset}
+              "dataset": args.data, "model_fingerprint": key["model_fingerprint"],
+              "eps_source": f"the {args.data} default of spec/robustness.md §5.2",
+              "report_subset": setup.report_subset}
     result = ExperimentResult(rows, setup.summary(), params)
     from workbench.core.robustness.experiment_report import write_experiment_outputs
     from workbench.gui.experiment_plot import save_experiment_plot
