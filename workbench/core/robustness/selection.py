@@ -247,8 +247,6 @@ def kmst_legacy(fol, budget, blocks: int = KMST_LEGACY_BLOCKS, seed: int = 0) ->
 # --- coverage-guided baseline ------------------------------------------------------------------------
 
 COVERAGE_FILLS = ("reset", "total")
-
-
 _BITWISE_COUNT = getattr(np, "bitwise_count", None)  # numpy ≥ 2.0; a byte table otherwise
 _BYTE_BITS = np.array([b.bit_count() for b in range(256)], dtype=np.uint8)
 
@@ -294,7 +292,9 @@ def coverage_greedy(covers, budget, fill: str = "reset") -> Selection:
     Candidates covering nothing come last, in index order. Rows of a float matrix holding NaN are
     excluded and counted. Every step recomputes the exact gains (rows packed as bits), but only of
     the candidates that still added something at the previous step: within one round between
-    resets a gain never grows, so a candidate at zero stays there.
+    resets a gain never grows, so a candidate at zero stays there. `params` records the number of
+    items, how many the selection covers and how many any candidate covers, `saturated_at` (how
+    many had been chosen when coverage first stopped growing; None if it never did) and `resets`.
     """
     if fill not in COVERAGE_FILLS:
         raise WorkbenchError(f"Unknown coverage fill {fill!r}.", f"Use one of: {', '.join(COVERAGE_FILLS)}.")
@@ -420,7 +420,7 @@ STRATEGIES = {
     "random": "Random: uniform without replacement",
     "mcp": "MCP: balanced over (top-1, top-2) class-pair buckets, nearest the boundary first",
     "coverage-greedy": "Coverage-guided: greedy additional neuron coverage, restarted once saturated",
-    "kmst-legacy": "KM-ST as in the ICSE artifact: random whole blocks of 1,000 equal-count FOL ranks",
+    "kmst-legacy": "KM-ST as in the ICSE artifact: whole blocks drawn at random from 1,000 equal-count FOL rank blocks",
 }
 #: The FOL kinds a FOL strategy can rank by; one kind for the whole pool, never mixed (§2.3, §5.3).
 FOL_KINDS = ("fol_linf", "grad_l2", "fosc_l2")
