@@ -182,21 +182,21 @@ def test_fuzz_stores_tests_and_joins_the_pool(attacked, digits_model_file):
 
 def test_retrain_table_baseline_and_stored_run(attacked, digits_model_file):
     _, folder = attacked
-    rt = _main_json(*_base(digits_model_file, "retrain"), "--strategy", "be-st,random", "--budget", "5%",
+    rt = _main_json(*_base(digits_model_file, "retrain"), "--strategy", "be-st,random,coverage-greedy", "--budget", "5%",
                     "--epochs", 1, "--project", folder, "--pool", POOL, "--report-inputs", 100, "--name", "rt")
     assert rt["eps"] == 0.1 and rt["checkpoint_mode"] == "clean" and rt["optimistic"] is False
     base = rt["baseline"]
     assert base["static_ae_accuracy"] == 0.0 and base["adaptive_inputs"] == 100  # 0 % by construction (§10.4)
     selectable = rt["setup"]["selectable"]
     assert rt["setup"]["heldout"] > 0 and selectable + rt["setup"]["heldout"] == rt["setup"]["pool"]["candidates"]
-    assert [row["strategy"] for row in rt["rows"]] == ["be-st", "random"]
+    assert [row["strategy"] for row in rt["rows"]] == ["be-st", "random", "coverage-greedy"]
     for row in rt["rows"]:
         assert row["selected"] == math.floor(0.05 * selectable) and row["budget"] == "5%" and row["seed"] == 0
         for key in ("static_ae_accuracy", "adaptive_robust_accuracy", "clean_accuracy"):
             assert 0.0 <= row[key] <= 1.0
         assert row["fol_mean"] > 0 and row["selected_fol_mean"] > 0 and row["best_epoch"] == 1
     stored = load_run(Project.open(folder), "rt")
-    assert stored["what"] == "experiment" and len(stored["rows"]) == 2 and stored["params"]["pool"] == POOL
+    assert stored["what"] == "experiment" and len(stored["rows"]) == 3 and stored["params"]["pool"] == POOL
     assert stored["params"]["setup"]["baseline"]["static_ae_accuracy"] == 0.0
 
 
@@ -300,7 +300,8 @@ def test_bad_input_exits_2_and_stores_nothing(case, words, attacked, tmp_path, c
         "nan-model": [*_base(_nan_model(tmp_path, m), "attack"), "--eps", EPS, "--max-inputs", 10, "--project", fresh],
         "budget-too-big": ["select", "--project", folder, "--pool", POOL, "--strategy", "random", "--budget", 100000],
         "unknown-strategy": ["select", "--project", folder, "--pool", POOL, "--strategy", "best", "--budget", 5],
-        "coverage-strategy": [*_base(m, "retrain"), "--strategy", "coverage-greedy", "--budget", "1%"],
+        "coverage-strategy": ["select", "--project", folder, "--pool", POOL, "--strategy", "coverage-greedy",
+                              "--budget", 5],
         "empty-pool": ["select", "--project", folder, "--pool", "empty", "--strategy", "be-st", "--budget", 1],
         "no-labels": [*_base(m, "fol"), "--eps", EPS, "--project", folder, "--testset", "unlabelled"],
         "not-a-pool": ["select", "--project", folder, "--pool", "nothing", "--strategy", "be-st", "--budget", 1],

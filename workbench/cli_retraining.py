@@ -88,7 +88,7 @@ def cmd_retrain(args) -> int:
     from workbench.core.robustness.selection import resolve_budget
 
     started = time.monotonic()
-    strategies = parse_strategies(args.strategy, "--strategy")
+    strategies = parse_strategies(args.strategy, "--strategy", with_model=True)
     budgets = [parse_budget(b) for b in parse_list(args.budget, "--budget")]
     seeds = parse_seeds(args)
     check_checkpoint_and_preset(args)
@@ -301,7 +301,7 @@ def cmd_experiment_robot(args) -> int:
     from workbench.core.robustness.retraining import get_preset
 
     started = time.monotonic()
-    strategies = parse_strategies(args.strategies, "--strategies")
+    strategies = parse_strategies(args.strategies, "--strategies", with_model=True)
     budgets = [parse_budget(b) for b in parse_list(args.budgets, "--budgets")]
     seeds = parse_seeds(args) if args.seeds or args.seed else [0, 1, 2]
     check_checkpoint_and_preset(args)

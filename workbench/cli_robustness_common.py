@@ -215,14 +215,15 @@ def parse_list(text: str, option: str) -> list[str]:
     return items
 
 
-def parse_strategies(text: str, option: str) -> list[str]:
+def parse_strategies(text: str, option: str, with_model: bool = False) -> list[str]:
+    """Strategy names; `with_model` allows coverage-greedy, whose neuron coverage the model computes."""
     from workbench.core.robustness.selection import STRATEGIES
 
     names = [s.lower() for s in parse_list(text, option)]
     for name in names:
         if name not in STRATEGIES:
-            raise error(f"Unknown selection strategy {name!r}.", f"Known strategies: {', '.join(POOL_STRATEGIES)}.")
-        if name not in POOL_STRATEGIES:
+            raise error(f"Unknown selection strategy {name!r}.", f"Known strategies: {', '.join(STRATEGIES)}.")
+        if name not in POOL_STRATEGIES and not with_model:
             raise error(f"Strategy {name!r} needs neuron coverage, which a candidate pool does not carry.",
                         f"Use one of: {', '.join(POOL_STRATEGIES)}.")
     return names

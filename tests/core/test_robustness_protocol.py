@@ -284,3 +284,21 @@ def test_experiment_refuses_bad_settings_before_attacking(digits_model, digits):
     with pytest.raises(WorkbenchError, match="Checkpoint mode"):
         robot_experiment(ctx, digits_model, digits, EPS, checkpoint_mode="last")
     assert calls == []
+
+
+def test_coverage_greedy_baseline_uses_the_coverage_reports_neurons(digits_model, digits):
+    """The coverage-greedy pick covers at least as many NC neurons as a random pick of the same size."""
+    from workbench.core.robustness.experiment import coverage_items, prepare, run_strategy
+    from workbench.core.robustness.selection import select
+
+    ctx = JobContext("cpu")
+    setup = prepare(ctx, digits_model, digits, EPS, pool_inputs=300, report_subset=50)
+    row, _ = run_strategy(ctx, setup, "coverage-greedy", 10, epochs=1)
+    covers = setup.covers
+    assert covers.shape[0] == len(setup.selectable) and covers.dtype == bool
+    np.testing.assert_array_equal(covers, coverage_items(ctx, digits_model, setup.pool.subset(setup.selectable).images))
+    picked = row["selection_params"]
+    assert row["selected"] == 10 and picked["strategy"] == "coverage-greedy"
+    greedy = select("coverage-greedy", {"covers": covers}, 10).indices
+    random = select("random", {"covers": covers}, 10, seed=1).indices
+    assert covers[greedy].any(0).sum() >= covers[random].any(0).sum()

@@ -54,6 +54,10 @@ def check_pools_histograms_and_selection(qtbot, window, tmp_path):
     qtbot.waitUntil(lambda: view.strip.model.rowCount() == n and not view.jobs, timeout=10000)
     top = np.argsort(-selectable.scores["deepgini"], kind="stable")[:n]
     np.testing.assert_allclose(np.sort(hist.selected), np.sort(selectable.scores["fol_linf"][top]))
+    # The coverage-greedy baseline computes its neuron coverage on a worker and picks by it.
+    view.strategy_box.setCurrentIndex(view.strategy_box.findData("coverage-greedy"))
+    qtbot.waitUntil(lambda: setup.covers is not None and not view.jobs and idle(window), timeout=30000)
+    assert view.strip.model.rowCount() == n and "coverage-greedy" in view.strip.title.text().lower()
     # The pools were stored in the project as test sets.
     roles = [e["provenance"].get("kind_of_pool") for e in window.session.project.artifacts("testset").values()]
     assert sorted(roles) == ["fp_test", "train"]

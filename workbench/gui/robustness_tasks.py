@@ -85,8 +85,16 @@ def select_candidates(ctx: JobContext, base: RobustnessBase, strategy: str, budg
     from workbench.core.robustness.selection import select
 
     ctx.progress(0, 1, f"selecting with {strategy}")
-    candidates = base.setup.pool.subset(base.setup.selectable)
-    chosen = select(strategy, selection_scores(candidates), budget, seed=seed)
+    setup = base.setup
+    candidates = setup.pool.subset(setup.selectable)
+    scores = selection_scores(candidates)
+    if strategy == "coverage-greedy":  # its neurons are computed once per set-up and kept there
+        from workbench.core.robustness.experiment import coverage_items
+
+        if setup.covers is None:
+            setup.covers = coverage_items(ctx.quiet(), setup.model, candidates.images)
+        scores["covers"] = setup.covers
+    chosen = select(strategy, scores, budget, seed=seed)
     ctx.progress(1, 1, "selected")
     return chosen, candidates.subset(chosen.indices)
 

@@ -43,6 +43,7 @@ class RobotSetup:
     checkpoint_mode: str = "clean"
     report_subset: int = REPORT_SUBSET
     seed: int = 0
+    covers: np.ndarray | None = None  # NC items of the selectable candidates, once coverage-greedy needed them
 
     def checkpoint_set(self):
         if self.checkpoint_mode == "clean":
@@ -94,12 +95,39 @@ def selection_scores(pool: CandidatePool) -> dict:
     return {**pool.scores, "probs": pool.probs}
 
 
+COVERAGE_THRESHOLD = 0.75  # NC's threshold in the coverage reports (importance-and-coverage §3.2)
+
+
+def coverage_items(ctx, model, images) -> np.ndarray:
+    """Which NC neurons each candidate covers, for the coverage-greedy baseline.
+
+    The neurons are those the coverage reports' default preset measures (every Conv/Linear and
+    pooling layer, conv channels as their means, after the activation), with NC's threshold 0.75.
+    """
+    from workbench.core.coverage.measure import preset_layers
+    from workbench.core.layers import layer_catalogue
+    from workbench.core.robustness.scores import torch_module
+    from workbench.core.robustness.selection import neuron_coverage_items
+
+    module = torch_module(model)
+    layers, point, _ = preset_layers(layer_catalogue(module, tuple(images.shape[1:])), "deepimportance")
+    return neuron_coverage_items(ctx, model, layers, images, threshold=COVERAGE_THRESHOLD, point=point)
+
+
 def run_strategy(ctx, setup: RobotSetup, strategy: str, budget, seed: int = 0, preset: str = "robot-mnist",
                  epochs: int | None = None, extra_scores: dict | None = None) -> tuple[dict, object]:
-    """Select with one strategy and budget, fine-tune the original model, report: (row, retrained model)."""
+    """Select with one strategy and budget, fine-tune the original model, report: (row, retrained model).
+
+    The coverage-greedy baseline gets its coverage items from `coverage_items` (computed once per
+    setup and kept) unless `extra_scores` brings its own `covers`.
+    """
     started = time.monotonic()
     candidates = setup.pool.subset(setup.selectable)
     scores = {**selection_scores(candidates), **(extra_scores or {})}
+    if strategy == "coverage-greedy" and "covers" not in scores:
+        if setup.covers is None:
+            setup.covers = coverage_items(ctx.quiet(), setup.model, candidates.images)
+        scores["covers"] = setup.covers
     chosen = select(strategy, scores, budget, seed=seed)
     picked = candidates.subset(chosen.indices)
     tuned = fine_tune(ctx.stage(0, 2, f"{strategy} {budget}: fine-tuning"), setup.model,

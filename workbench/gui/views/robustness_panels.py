@@ -20,7 +20,7 @@ from workbench.gui.widgets.fuzz_pairs import FuzzPairs
 from workbench.gui.widgets.robustness_curves import RobustnessCurves
 
 COMPARED = ("be-st", "km-st", "deepgini", "random")  # the paper's comparison (§10.9)
-OFFERED = ("be-st", "km-st", "deepgini", "random", "mcp", "kmst-legacy")
+OFFERED = ("be-st", "km-st", "deepgini", "random", "mcp", "coverage-greedy", "kmst-legacy")
 
 
 def _labelled(row: QHBoxLayout, text: str, widget: QWidget, tip: str) -> None:

@@ -265,7 +265,8 @@ class RobustnessView(QWidget):
         budget = f"{self.budget_box.value():g}%"
         self._cancel("select")
         job = self.session.runner.submit(f"Select {budget} with {strategy_title(strategy)}", rt.select_candidates,
-                                         self.base, strategy, budget, 0, uses_device=False, report_errors=False)
+                                         self.base, strategy, budget, 0, uses_device=strategy == "coverage-greedy",
+                                         report_errors=False)
         self.jobs["select"] = job
         job.ended.connect(lambda job=job: self.jobs.get("select") is job and self.jobs.pop("select"))
         base = self.base
