@@ -145,3 +145,39 @@ def test_jobs_panel_shows_progress_outcome_and_cancels(qtbot, runner, tmp_path):
     assert panel.tree.itemWidget(panel.item(endless), 5) is None  # finished rows lose their cancel button
     panel.clear_finished()
     assert panel.tree.topLevelItemCount() == 0
+
+
+def garbage_job(ctx, rounds: int):
+    """Makes cyclic garbage on the worker thread, enough to trigger the collector many times over."""
+    for _ in range(rounds):
+        for _ in range(2000):
+            a, b = [], []
+            a.append(b)
+            b.append(a)
+        ctx.progress(0, 1)
+    return threading.get_ident()
+
+
+def test_garbage_is_collected_on_the_ui_thread_only(qtbot, qapp):
+    """While a runner lives, cyclic collection runs on the UI thread (a Qt object destroyed by the collector on
+    a worker can deadlock against the UI thread); after its shutdown automatic collection is back."""
+    import gc
+
+    threads = set()
+    record = lambda phase, info: phase == "start" and threads.add(threading.get_ident())  # noqa: E731
+    from workbench.gui import ui_gc
+
+    runner = JobRunner()
+    gc.callbacks.append(record)
+    try:
+        assert not gc.isenabled()
+        job = runner.submit("garbage", garbage_job, 50, uses_device=False)
+        with qtbot.waitSignal(job.finished, timeout=20000) as finished:
+            pass
+        worker = finished.args[0]
+        qtbot.waitUntil(lambda: bool(threads), timeout=5000)  # the UI-thread timer collected
+        assert threading.get_ident() in threads and worker not in threads
+    finally:
+        gc.callbacks.remove(record)
+        assert runner.shutdown(5000)
+    assert gc.isenabled() or ui_gc._users > 0  # back on unless another runner still lives

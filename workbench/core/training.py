@@ -57,7 +57,6 @@ def train(ctx: JobContext, arch: str, dataset: Dataset, epochs: int = 8, batch_s
           lr: float = 1e-3, seed: int = 0, split: str = "train", eval_split: str | None = "test") -> TrainResult:
     """Train a zoo architecture from scratch with Adam; partial results are one dict per epoch."""
     import torch
-    from torch import nn
 
     if epochs < 1:
         raise WorkbenchError(f"epochs must be at least 1 (got {epochs}).", "Pass --epochs 1 or more.")
@@ -74,32 +73,15 @@ def train(ctx: JobContext, arch: str, dataset: Dataset, epochs: int = 8, batch_s
     y_all = torch.from_numpy(train_split.labels).to(device)
     n = len(y_all)
     optimiser = torch.optim.Adam(module.parameters(), lr=lr)
-    loss_fn = nn.CrossEntropyLoss()
     generator = torch.Generator().manual_seed(seed)
-    steps_per_epoch = (n + batch_size - 1) // batch_size
     history, start_time = [], time.monotonic()
     loaded = LoadedModel(module, ModelInfo(name=f"{arch}-{dataset.name}", source="", format="checkpoint",
                                            arch=arch, input_shape=tuple(dataset.image_shape),
                                            class_names=list(dataset.class_names)))
     for epoch in range(epochs):
-        module.train()
         order = torch.randperm(n, generator=generator).to(device)
-        total_loss, correct = 0.0, 0
-        for step in range(steps_per_epoch):
-            idx = order[step * batch_size:(step + 1) * batch_size]
-            logits = module(x_all[idx])
-            loss = loss_fn(logits, y_all[idx])
-            if not torch.isfinite(loss):
-                raise WorkbenchError(f"Training diverged: the loss became {loss.item()} in epoch {epoch + 1}.",
-                                     "Lower the learning rate (--lr).")
-            optimiser.zero_grad(set_to_none=True)
-            loss.backward()
-            optimiser.step()
-            total_loss += loss.item() * len(idx)
-            correct += int((logits.argmax(1) == y_all[idx]).sum())
-            ctx.progress(epoch * steps_per_epoch + step + 1, epochs * steps_per_epoch,
-                         f"epoch {epoch + 1}/{epochs}")
-        module.eval()
+        total_loss, correct = run_epoch(ctx, module, optimiser, x_all, y_all, order, batch_size, epoch, epochs,
+                                        diverged_hint="Lower the learning rate (--lr).")
         row = {"epoch": epoch + 1, "train_loss": total_loss / n, "train_accuracy": correct / n,
                "seconds": time.monotonic() - start_time}
         if eval_split and eval_split in dataset.splits:
@@ -108,6 +90,38 @@ def train(ctx: JobContext, arch: str, dataset: Dataset, epochs: int = 8, batch_s
         ctx.partial(row)
     module.eval()
     return TrainResult(loaded, history, (time.monotonic() - start_time) / epochs)
+
+
+def run_epoch(ctx: JobContext, module, optimiser, x, y, order, batch_size: int, epoch: int, epochs: int,
+              transform=None, diverged_hint: str = "Lower the learning rate.", what: str = "epoch") -> tuple[float, int]:
+    """One epoch of cross-entropy steps over `x[order]` in batches; (summed loss, correct predictions).
+
+    `transform` (e.g. augmentation) is applied to each batch; a non-finite loss stops the job with
+    `diverged_hint`. Progress counts steps over all `epochs`; the module is left in eval mode.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    module.train()
+    steps = (len(order) + batch_size - 1) // batch_size
+    total_loss, correct = 0.0, 0
+    for step in range(steps):
+        idx = order[step * batch_size:(step + 1) * batch_size]
+        xb = x[idx] if transform is None else transform(x[idx])
+        logits = module(xb)
+        loss = F.cross_entropy(logits, y[idx])
+        if not torch.isfinite(loss):
+            module.eval()
+            raise WorkbenchError(f"Training diverged: the loss became {loss.item()} in epoch {epoch + 1}.",
+                                 diverged_hint)
+        optimiser.zero_grad(set_to_none=True)
+        loss.backward()
+        optimiser.step()
+        total_loss += loss.item() * len(idx)
+        correct += int((logits.argmax(1) == y[idx]).sum())
+        ctx.progress(epoch * steps + step + 1, epochs * steps, f"{what} {epoch + 1}/{epochs}")
+    module.eval()
+    return total_loss, correct
 
 
 def evaluate(ctx: JobContext, model: LoadedModel, dataset: Dataset, split: str = "test",

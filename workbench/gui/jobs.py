@@ -27,6 +27,7 @@ from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
 
 from workbench.core.errors import Cancelled
 from workbench.core.jobs import JobContext
+from workbench.gui import ui_gc
 
 QUEUED, RUNNING, DONE, CANCELLED, FAILED = "queued", "running", "done", "cancelled", "failed"
 ACTIVE_STATES = (QUEUED, RUNNING)
@@ -228,6 +229,8 @@ class JobRunner(QObject):
         self.device = ""
         self._ids = itertools.count(1)
         self._closed = False
+        ui_gc.acquire()
+        self._holds_gc = True
 
     def submit(self, name: str, fn: Callable, *args, device: str = "auto", uses_device: bool = True,
                report_errors: bool = True, **kwargs) -> Job:
@@ -274,11 +277,15 @@ class JobRunner(QObject):
         self._closed = True
         self.cancel_all()
         if timeout_ms < 0:  # no limit
-            return self.pool.waitForDone(-1) and self.io_pool.waitForDone(-1)
-        deadline = time.monotonic() + timeout_ms / 1000
-        compute_done = self.pool.waitForDone(timeout_ms)
-        io_done = self.io_pool.waitForDone(max(0, int((deadline - time.monotonic()) * 1000)))
-        return compute_done and io_done
+            stopped = self.pool.waitForDone(-1) and self.io_pool.waitForDone(-1)
+        else:
+            deadline = time.monotonic() + timeout_ms / 1000
+            compute_done = self.pool.waitForDone(timeout_ms)
+            stopped = compute_done and self.io_pool.waitForDone(max(0, int((deadline - time.monotonic()) * 1000)))
+        if stopped and self._holds_gc:
+            self._holds_gc = False
+            ui_gc.release()
+        return stopped
 
     def active_thread_count(self) -> int:
         return self.pool.activeThreadCount() + self.io_pool.activeThreadCount()

@@ -23,6 +23,7 @@ import numpy as np
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.model_io import LoadedModel
+from workbench.core.training import run_epoch
 
 CHECKPOINT_MODES = {
     "clean": "best epoch on the held-out pool part",
@@ -123,7 +124,6 @@ def fine_tune(ctx, model: LoadedModel, train, added_images=None, added_labels=No
     results are the history rows, one per epoch.
     """
     import torch
-    import torch.nn.functional as F
 
     settings = get_preset(preset)
     epochs = settings.epochs if epochs is None else int(epochs)
@@ -155,7 +155,6 @@ def fine_tune(ctx, model: LoadedModel, train, added_images=None, added_labels=No
     aug_generator = torch.Generator(device=device).manual_seed(int(seed) + 1)
     optimiser = torch.optim.Adam(module.parameters(), lr=lr)
     n, batch = len(y), settings.batch_size
-    steps = (n + batch - 1) // batch
     plateau_scale, stall, best_loss = 1.0, 0, math.inf
     best_state, best_acc, best_epoch, history = None, -1.0, 0, []
     started = time.monotonic()
@@ -165,25 +164,11 @@ def fine_tune(ctx, model: LoadedModel, train, added_images=None, added_labels=No
         current_lr = max(current_lr * plateau_scale, settings.min_lr if settings.plateau else 0.0)
         for group in optimiser.param_groups:
             group["lr"] = current_lr
-        module.train()
         order = torch.randperm(n, generator=generator).to(device)
-        total_loss, correct = 0.0, 0
-        for step in range(steps):
-            ctx.check()
-            idx = order[step * batch:(step + 1) * batch]
-            xb = augment_batch(x[idx], aug_generator) if settings.augment else x[idx]
-            logits = module(xb)
-            loss = F.cross_entropy(logits, y[idx])
-            if not torch.isfinite(loss):
-                raise WorkbenchError(f"Fine-tuning diverged: the loss became {loss.item()} in epoch {epoch + 1}.",
-                                     "Lower the learning rate, or check the added tests for NaN values.")
-            optimiser.zero_grad(set_to_none=True)
-            loss.backward()
-            optimiser.step()
-            total_loss += loss.item() * len(idx)
-            correct += int((logits.argmax(1) == y[idx]).sum())
-            ctx.progress(epoch * steps + step + 1, epochs * steps, f"fine-tuning epoch {epoch + 1}/{epochs}")
-        module.eval()
+        transform = (lambda xb: augment_batch(xb, aug_generator)) if settings.augment else None
+        total_loss, correct = run_epoch(ctx, module, optimiser, x, y, order, batch, epoch, epochs, transform,
+                                        diverged_hint="Lower the learning rate, or check the added tests for NaN "
+                                                      "values.", what="fine-tuning epoch")
         row = {"epoch": epoch + 1, "train_loss": total_loss / n, "train_accuracy": correct / n, "lr": current_lr,
                "seconds": time.monotonic() - started}
         if check is not None:

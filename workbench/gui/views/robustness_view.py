@@ -208,8 +208,7 @@ class RobustnessView(QWidget):
             f"Robustness set-up of {model} on {self.session.dataset_title(dataset)} (ε = {eps:g})",
             rt.prepare_robustness, bundle.model, data, eps, inputs, 0, ProjectSnapshot(self.session.project),
             report_errors=False)
-        self.jobs["prepare"] = job
-        job.ended.connect(lambda job=job: self.jobs.get("prepare") is job and self.jobs.pop("prepare"))
+        self._track("prepare", job)
         job.finished.connect(lambda run, key=key: self._on_prepared(key, run))
         job.failed.connect(lambda exc, key=key: key == self.base_key and self.histogram.show_message(
             "The candidate pool could not be built", error_text(exc), [("Try again", self._retry)]))
@@ -267,8 +266,7 @@ class RobustnessView(QWidget):
         job = self.session.runner.submit(f"Select {budget} with {strategy_title(strategy)}", rt.select_candidates,
                                          self.base, strategy, budget, 0, uses_device=strategy == "coverage-greedy",
                                          report_errors=False)
-        self.jobs["select"] = job
-        job.ended.connect(lambda job=job: self.jobs.get("select") is job and self.jobs.pop("select"))
+        self._track("select", job)
         base = self.base
         job.finished.connect(lambda result, base=base: base is self.base and self._show_selection(*result))
         job.failed.connect(lambda exc: self.strip.clear_candidates("No selection", error_text(exc)))
@@ -298,7 +296,7 @@ class RobustnessView(QWidget):
             f"Retrain {self.base.model}: {len(strategies)} strategies × {len(budgets)} budgets × {len(seeds)} seeds",
             rt.retrain_strategies, self.base, strategies, budgets, seeds, epochs,
             ProjectSnapshot(self.session.project), name, report_errors=False)
-        self.jobs["retrain"] = job
+        self._track("retrain", job, self._retrain_ended)
         self.rows = []
         self.retrain.set_running(True)
         note = "Quick comparison (2 epochs, one seed) — " if quick else ""
@@ -306,17 +304,13 @@ class RobustnessView(QWidget):
                                          busy=True)
         job.partial.connect(self._on_retrain_row)
         job.progress.connect(lambda done, total, message: self.retrain.status.setText(f"{note}{message}"))
-        job.finished.connect(lambda run: self._retrain_ended(run))
-        job.failed.connect(lambda exc: self._retrain_ended(None, exc))
-        job.cancelled.connect(lambda: self._retrain_ended(None))
 
     def _on_retrain_row(self, row: dict) -> None:
         if "strategy" in row:
             self.rows.append(row)
             self._draw_retraining(running=True)
 
-    def _retrain_ended(self, run, exc: BaseException | None = None) -> None:
-        self.jobs.pop("retrain", None)
+    def _retrain_ended(self, run, exc: BaseException | None) -> None:
         self.retrain.set_running(False)
         if run is not None:
             self.session.store(run)
@@ -350,23 +344,19 @@ class RobustnessView(QWidget):
             f"Convergence rounds of {self.base.model}", rt.run_convergence, self.base, panel.rounds_box.value(),
             panel.requirement_box.value() / 100.0, panel.epochs_box.value(), POOL_INPUTS[self.inputs_box.currentText()],
             ProjectSnapshot(self.session.project), name, report_errors=False)
-        self.jobs["converge"] = job
+        self._track("converge", job, self._convergence_ended)
         self.rounds = []
         panel.set_running(True)
         panel.curves.show_message("Round 0…", "Each round reports, attacks the training set and fine-tunes.", busy=True)
         job.partial.connect(self._on_round)
         job.progress.connect(lambda done, total, message: panel.status.setText(message))
-        job.finished.connect(lambda run: self._convergence_ended(run))
-        job.failed.connect(lambda exc: self._convergence_ended(None, exc))
-        job.cancelled.connect(lambda: self._convergence_ended(None))
 
     def _on_round(self, row: dict) -> None:
         if "round" in row:
             self.rounds.append(row)
             self._draw_convergence(running=True)
 
-    def _convergence_ended(self, run, exc: BaseException | None = None) -> None:
-        self.jobs.pop("converge", None)
+    def _convergence_ended(self, run, exc: BaseException | None) -> None:
         self.converge.set_running(False)
         note = ""
         if run is not None:
@@ -396,18 +386,14 @@ class RobustnessView(QWidget):
             f"Fuzz {self.base.model} from {panel.seeds_box.value()} seeds", rt.run_fuzzer, bundle.model, data,
             self.base.setup.eps, panel.seeds_box.value(), float(panel.time_box.value()), panel.project_box.isChecked(),
             0, ProjectSnapshot(self.session.project), name, report_errors=False)
-        self.jobs["fuzz"] = job
+        self._track("fuzz", job, self._fuzz_ended)
         panel.set_running(True)
         panel.pairs.clear_pairs("Fuzzing…", "Tests appear here when the run ends.")
         panel.pairs.set_progress(0, panel.seeds_box.value(), 0.0)
         job.partial.connect(lambda p: "tests" in p and panel.pairs.set_progress(p["tests"], p["seeds_active"],
                                                                                  p["elapsed_s"]))
-        job.finished.connect(lambda run: self._fuzz_ended(run))
-        job.failed.connect(lambda exc: self._fuzz_ended(None, exc))
-        job.cancelled.connect(lambda: self._fuzz_ended(None))
 
-    def _fuzz_ended(self, run, exc: BaseException | None = None) -> None:
-        self.jobs.pop("fuzz", None)
+    def _fuzz_ended(self, run, exc: BaseException | None) -> None:
         panel = self.fuzz
         panel.set_running(False)
         if run is None:
@@ -426,6 +412,16 @@ class RobustnessView(QWidget):
             self._draw_histograms()
 
     # --- jobs and export -------------------------------------------------------------------------------
+
+    def _track(self, what: str, job, ended=None) -> None:
+        """Keep `job` as the view's `what` job until it ends; `ended(run or None, exception or None)`."""
+        self.jobs[what] = job
+        number = job.record.id  # not the job itself: a slot that refers to its sender makes a cycle
+        job.ended.connect(lambda: what in self.jobs and self.jobs[what].record.id == number and self.jobs.pop(what))
+        if ended is not None:
+            job.finished.connect(lambda run: ended(run, None))
+            job.failed.connect(lambda exc: ended(None, exc))
+            job.cancelled.connect(lambda: ended(None, None))
 
     def _cancel(self, what: str) -> None:
         job = self.jobs.pop(what, None)

@@ -105,3 +105,22 @@ class MessageOrContent(QStackedWidget):
 
     def show_content(self) -> None:
         self.setCurrentWidget(self.content)
+
+
+def headed_stack(header, body: QWidget) -> MessageOrContent:
+    """A header row (a layout) above `body`, as the content of a `MessageOrContent`: a plot's frame."""
+    content = QWidget()
+    layout = QVBoxLayout(content)
+    layout.setContentsMargins(0, 0, 0, 0)
+    layout.addLayout(header)
+    layout.addWidget(body, 1)
+    return MessageOrContent(content)
+
+
+def fill(owner: QWidget, *widgets: QWidget) -> None:
+    """Lay `widgets` out top to bottom over the whole of `owner`, the last one taking the spare height."""
+    layout = QVBoxLayout(owner)
+    layout.setContentsMargins(0, 0, 0, 0)
+    for widget in widgets[:-1]:
+        layout.addWidget(widget)
+    layout.addWidget(widgets[-1], 1)

@@ -31,10 +31,10 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QWidget
 
 from workbench.gui.colors import CLASS_PALETTE
-from workbench.gui.widgets.empty_state import MessageOrContent
+from workbench.gui.widgets.empty_state import fill, headed_stack
 from workbench.gui.widgets.export import ExportButton
 from workbench.gui.widgets.neuron_bars import ReadoutItem
 
@@ -191,15 +191,8 @@ class FolHistogram(QWidget):
         self.graphics.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.graphics.scene().sigMouseClicked.connect(self._on_clicked)
 
-        content = QWidget()
-        content_layout = QVBoxLayout(content)
-        content_layout.setContentsMargins(0, 0, 0, 0)
-        content_layout.addLayout(header)
-        content_layout.addWidget(self.graphics, 1)
-        self.stack = MessageOrContent(content)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.stack)
+        self.stack = headed_stack(header, self.graphics)
+        fill(self, self.stack)
         self.show_message("No FOL values yet",
                           "Generate adversarial candidates (FGSM, PGD) or run the fuzzer; the first-order loss "
                           "of each test set is drawn here.")

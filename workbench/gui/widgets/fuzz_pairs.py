@@ -27,12 +27,11 @@ from PySide6.QtWidgets import (
     QStyle,
     QStyledItemDelegate,
     QStyleOptionViewItem,
-    QVBoxLayout,
     QWidget,
 )
 
 from workbench.gui.colors import MISMATCH, class_color
-from workbench.gui.widgets.empty_state import MessageOrContent
+from workbench.gui.widgets.empty_state import fill, headed_stack
 from workbench.gui.widgets.fol_histogram import GRAD_L2_LABEL, format_value
 from workbench.gui.widgets.relevance_overlay import relevance_lut, to_rgb_qimage
 from workbench.gui.widgets.selection_strip import as_display_images
@@ -295,16 +294,8 @@ class FuzzPairs(QWidget):
         key_row.addWidget(self.key)
         key_row.addWidget(self.key_high)
         key_row.addStretch(1)
-        content = QWidget()
-        content_layout = QVBoxLayout(content)
-        content_layout.setContentsMargins(0, 0, 0, 0)
-        content_layout.addLayout(key_row)
-        content_layout.addWidget(self.view, 1)
-        self.stack = MessageOrContent(content)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.counter)
-        layout.addWidget(self.stack, 1)
+        self.stack = headed_stack(key_row, self.view)
+        fill(self, self.counter, self.stack)
         self.clear_pairs()
 
     # --- public API ---------------------------------------------------------------------------------

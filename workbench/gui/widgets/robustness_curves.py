@@ -22,10 +22,10 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
 
 from workbench.gui.colors import CLASS_PALETTE
-from workbench.gui.widgets.empty_state import MessageOrContent
+from workbench.gui.widgets.empty_state import fill, headed_stack
 from workbench.gui.widgets.export import ExportButton
 from workbench.gui.widgets.fol_histogram import fit_legend, format_value, top_legend
 from workbench.gui.widgets.neuron_bars import ReadoutItem
@@ -133,15 +133,8 @@ class RobustnessCurves(QWidget):
         self.readout = ReadoutItem()
         self.graphics.scene().sigMouseMoved.connect(self._on_mouse_moved)
 
-        content = QWidget()
-        content_layout = QVBoxLayout(content)
-        content_layout.setContentsMargins(0, 0, 0, 0)
-        content_layout.addLayout(header)
-        content_layout.addWidget(self.graphics, 1)
-        self.stack = MessageOrContent(content)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.stack)
+        self.stack = headed_stack(header, self.graphics)
+        fill(self, self.stack)
         self.show_message("No robustness results yet",
                           "Retrain with a selection strategy over a range of budgets, or run the convergence "
                           "loop; accuracy and mean FOL are drawn here as the runs finish.")
