@@ -58,6 +58,13 @@ def check_pools_histograms_and_selection(qtbot, window, tmp_path):
     view.strategy_box.setCurrentIndex(view.strategy_box.findData("coverage-greedy"))
     qtbot.waitUntil(lambda: setup.covers is not None and not view.jobs and idle(window), timeout=30000)
     assert view.strip.model.rowCount() == n and "coverage-greedy" in view.strip.title.text().lower()
+    # Clicking a histogram bin lists the pool's candidates in it.
+    index = int(np.argmax(hist.counts["PGD (train pool)"]))
+    hist.bin_clicked.emit(index)
+    low, high = hist.bin_range(index)
+    in_bin = (setup.pool.scores["fol_linf"] >= low) & (setup.pool.scores["fol_linf"] < high)
+    assert view.strip.model.rowCount() == int(in_bin.sum()) > 0
+    assert "pool candidates with FOL∞ in" in view.strip.title.text()
     # The pools were stored in the project as test sets.
     roles = [e["provenance"].get("kind_of_pool") for e in window.session.project.artifacts("testset").values()]
     assert sorted(roles) == ["fp_test", "train"]

@@ -6,7 +6,8 @@ split, frozen), the original model's report and the clean FOL∞ of test inputs.
 project are read back. Then:
 
 - **FOL histograms** compare clean test inputs with the pool's FGSM and PGD candidates and, after
-  fuzzing, the fuzzer's tests; the current selection is marked under them as a rug.
+  fuzzing, the fuzzer's tests; the current selection is marked under them as a rug, and clicking
+  a bin shows the pool's candidates in it.
 - **Selection**: a strategy and a budget pick candidates, shown as thumbnails with their FOL.
 - **Retraining** fine-tunes the original model with each checked strategy at each budget and
   plots static AE, adaptive and clean accuracy and mean FOL as runs finish (one colour per
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QHBoxLayout, QLabel, QMenu, QSplitter,
                                QTabWidget, QToolButton, QVBoxLayout, QWidget)
@@ -129,6 +131,7 @@ class RobustnessView(QWidget):
 
         self.histogram = FolHistogram()
         self.histogram.setObjectName("folHistogram")
+        self.histogram.bin_clicked.connect(self.show_bin)
         self.strip = SelectionStrip()
         self.strip.setObjectName("selectionStrip")
         left = QSplitter(Qt.Orientation.Vertical)
@@ -277,6 +280,20 @@ class RobustnessView(QWidget):
         self.strip.set_candidates(picked.images, picked.scores["fol_linf"], picked.labels, picked.probs.argmax(1),
                                   picked.attack, class_names, title=selection_text(chosen, picked))
         self.histogram.mark_selected(picked.scores["fol_linf"], f"{strategy_title(chosen.strategy)} selection")
+
+    def show_bin(self, index: int) -> None:
+        """The pool's candidates in a clicked histogram bin, as thumbnails (the pool's sets only)."""
+        if self.base is None:
+            return
+        pool = self.base.setup.pool
+        picked = [np.flatnonzero(pool.attack == attack)[self.histogram.members(f"{attack.upper()} (train pool)", index)]
+                  for attack in ("fgsm", "pgd")]
+        chosen = pool.subset(np.sort(np.concatenate(picked)))
+        low, high = self.histogram.bin_range(index)
+        class_names = list(self.session.datasets[self.selection.dataset].class_names)
+        self.strip.set_candidates(chosen.images, chosen.scores["fol_linf"], chosen.labels, chosen.probs.argmax(1),
+                                  chosen.attack, class_names,
+                                  title=f"{len(chosen):,} pool candidates with FOL∞ in [{low:.3g}, {high:.3g})")
 
     # --- retraining ----------------------------------------------------------------------------------
 
