@@ -28,7 +28,7 @@ from workbench.gui.session import Session
 from workbench.gui.views.coverage_matrices import MAX_DRAWN_CELLS, IdcPanel, KmncPanel, MatrixSet, largest_drawable_m
 from workbench.gui.views.coverage_report import cell_text, growth_curves, summary_text
 from workbench.gui.views.importance_view import default_layer
-from workbench.gui.views.view_inputs import error_text, ready_inputs
+from workbench.gui.views.view_inputs import error_text, fill_layers, ready_inputs
 from workbench.gui.views.model_view import section_label
 from workbench.gui.widgets.cell_inputs import CellInputs
 from workbench.gui.widgets.coverage_table import CoverageTable
@@ -270,21 +270,7 @@ class CoverageView(QWidget):
                             "its coverage is measured here", "No dataset to measure coverage on")
 
     def _fill_layers(self, bundle) -> bool:
-        if not bundle.catalogue:
-            self.stack.show_message("The model's layers could not be listed",
-                                    bundle.catalogue_error or "The model has no layers to measure.")
-            return False
-        if self._catalogue_of != (self.selection.model, bundle.fingerprint):
-            default = default_layer(bundle.catalogue)
-            self._layers = [layer.name for layer in bundle.catalogue]
-            self.layer_box.clear()
-            for layer in bundle.catalogue:
-                text = f"{layer.name} — {layer.type}, {layer.neurons:,} neurons"
-                self.layer_box.addItem(text + ("  (IDC default)" if layer.name == default else ""))
-            self._catalogue_of = (self.selection.model, bundle.fingerprint)
-        if self.selection.layer in self._layers:
-            self.layer_box.setCurrentIndex(self._layers.index(self.selection.layer))
-        return True
+        return fill_layers(self, bundle, "measure")
 
     # --- choosing criteria and sets ----------------------------------------------------------------
 

@@ -29,7 +29,7 @@ from workbench.gui.widgets.export import export_csv, export_png
 from workbench.gui.widgets.gallery_strip import GalleryPanel, Tile
 from workbench.gui.widgets.input_inspector import InputInspector
 from workbench.gui.widgets.relevance_heatmap import RelevanceHeatmap
-from workbench.gui.views.view_inputs import error_text, ready_inputs
+from workbench.gui.views.view_inputs import error_text, fill_layers, ready_inputs
 
 DEFAULT_M = 6  # IDC's default number of important neurons (spec §2.2)
 GALLERY_SIZE = 9  # images per ranking: a 3×3 grid
@@ -318,21 +318,7 @@ class ImportanceView(QWidget):
                             "its neurons are ranked here", "No dataset to rank neurons on")
 
     def _fill_layers(self, bundle) -> bool:
-        if not bundle.catalogue:
-            self.stack.show_message("The model's layers could not be listed",
-                                    bundle.catalogue_error or "The model has no layers to rank.")
-            return False
-        if self._catalogue_of != (self.selection.model, bundle.fingerprint):
-            default = default_layer(bundle.catalogue)
-            self._layers = [layer.name for layer in bundle.catalogue]
-            self.layer_box.clear()
-            for layer in bundle.catalogue:
-                text = f"{layer.name} — {layer.type}, {layer.neurons:,} neurons"
-                self.layer_box.addItem(text + ("  (IDC default)" if layer.name == default else ""))
-            self._catalogue_of = (self.selection.model, bundle.fingerprint)
-        if self.selection.layer in self._layers:
-            self.layer_box.setCurrentIndex(self._layers.index(self.selection.layer))
-        return True
+        return fill_layers(self, bundle, "rank")
 
     # --- the relevance -----------------------------------------------------------------------------
 

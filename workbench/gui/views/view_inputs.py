@@ -52,3 +52,28 @@ def ready_inputs(session, selection, stack, open_model: Callable[[], None], purp
                            problem + "\nChoose a dataset the model was made for in the tool bar.")
         return None, None
     return session.models[model], session.datasets[spec]
+
+
+def fill_layers(view, bundle, verb: str) -> bool:
+    """Fill `view.layer_box` with the model's layers (once per weights) and show the selected one.
+
+    The view keeps `_layers` (names in box order) and `_catalogue_of`; the IDC default layer is
+    marked. False, after saying why on `view.stack`, when the layers could not be listed.
+    """
+    from workbench.gui.views.importance_view import default_layer  # imports this module: import late
+
+    if not bundle.catalogue:
+        view.stack.show_message("The model's layers could not be listed",
+                                bundle.catalogue_error or f"The model has no layers to {verb}.")
+        return False
+    if view._catalogue_of != (view.selection.model, bundle.fingerprint):
+        default = default_layer(bundle.catalogue)
+        view._layers = [layer.name for layer in bundle.catalogue]
+        view.layer_box.clear()
+        for layer in bundle.catalogue:
+            text = f"{layer.name} — {layer.type}, {layer.neurons:,} neurons"
+            view.layer_box.addItem(text + ("  (IDC default)" if layer.name == default else ""))
+        view._catalogue_of = (view.selection.model, bundle.fingerprint)
+    if view.selection.layer in view._layers:
+        view.layer_box.setCurrentIndex(view._layers.index(view.selection.layer))
+    return True
