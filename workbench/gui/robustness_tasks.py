@@ -15,6 +15,7 @@ from workbench.core.data import Dataset
 from workbench.core.jobs import JobContext
 from workbench.core.model_io import LoadedModel
 from workbench.gui.tasks import ProjectSnapshot, StoredRun
+from workbench.gui.views.robustness_report import latest_run
 
 
 @dataclass
@@ -27,7 +28,7 @@ class RobustnessBase:
     dataset: str
     fingerprint: str
     reused: list = field(default_factory=list)  # names of stored pools read back
-    artifact: str | None = None
+    stored_runs: dict = field(default_factory=dict)  # "experiment" / "convergence" → the newest stored run
 
 
 def _pool_name(kind: str, model: str, eps: float, inputs: int | None, seed: int) -> str:
@@ -74,8 +75,10 @@ def prepare_robustness(ctx: JobContext, model: LoadedModel, dataset: Dataset, ep
     index = subset_of(len(test), report_subset, seed)
     x0 = test.numpy(index)
     clean = score_inputs(ctx.stage(1, 2, "clean FOL"), model, x0, test.labels[index], x0=x0, eps=eps)
+    stored_runs = {what: latest_run(snapshot, what, fingerprint, eps) for what in ("experiment", "convergence")}
     base = RobustnessBase(setup, clean["fol_linf"], model.name, dataset.name, fingerprint,
-                          reused=[n for n, stored in ((pool_name, pool), (fp_name, fp_test)) if stored is not None])
+                          reused=[n for n, stored in ((pool_name, pool), (fp_name, fp_test)) if stored is not None],
+                          stored_runs=stored_runs)
     return StoredRun(base, snapshot.saves)
 
 

@@ -35,7 +35,7 @@ from workbench.gui.selection import Selection
 from workbench.gui.session import Session
 from workbench.gui.tasks import ProjectSnapshot
 from workbench.gui.views.robustness_panels import OFFERED, ConvergencePanel, FuzzPanel, RetrainPanel
-from workbench.gui.views.robustness_report import (baseline_text, convergence_series, experiment_series, latest_run,
+from workbench.gui.views.robustness_report import (baseline_text, convergence_series, experiment_series,
                                                    selection_text, strategy_title, table_rows)
 from workbench.gui.views.view_inputs import error_text, ready_inputs
 from workbench.gui.widgets.empty_state import MessageOrContent
@@ -199,8 +199,16 @@ class RobustnessView(QWidget):
                POOL_INPUTS[self.inputs_box.currentText()])
         if key == self.base_key:
             return
-        self.base_key, self.base, self.picked = key, None, None
-        self._cancel("prepare")
+        self.base_key, self.base, self.picked, self.fuzzed, self.rows, self.rounds = key, None, None, None, [], []
+        for what in ("prepare", "select", "retrain", "converge", "fuzz"):  # they belong to the previous set-up
+            self._cancel(what)
+        self.retrain.set_running(False)
+        self.converge.set_running(False)
+        self.fuzz.set_running(False)
+        self._draw_retraining(running=False)
+        self.converge.curves.show_message("No rounds yet", "Start the rounds to watch robustness and mean FOL "
+                                          "converge as the model is retrained on its own adversarials.")
+        self.fuzz.pairs.clear_pairs()
         self.histogram.show_message("Attacking the training and test images…",
                                     "FGSM and PGD build the candidate pool and fp_test; FOL is computed for each "
                                     "candidate.", busy=True)
@@ -249,12 +257,14 @@ class RobustnessView(QWidget):
                                          f"{self.strategy_box.currentText()} selection")
 
     def _show_stored_runs(self) -> None:
-        base = self.base
-        stored = latest_run(self.session.project, "experiment", base.fingerprint, base.setup.eps)
-        self.rows = list(stored["rows"]) if stored else []
-        self._draw_retraining(running=False, note=f"Stored run {stored['name']}" if stored else "")
-        stored = latest_run(self.session.project, "convergence", base.fingerprint, base.setup.eps)
-        self.rounds = list(stored["rows"]) if stored else []
+        """The newest stored runs for these weights and ε (read by the set-up job), unless this view made newer ones."""
+        stored = self.base.stored_runs.get("experiment")
+        if stored and not self.rows:
+            self.rows = list(stored["rows"])
+            self._draw_retraining(running=False, note=f"Stored run {stored['name']}")
+        stored = self.base.stored_runs.get("convergence")
+        if stored and not self.rounds:
+            self.rounds = list(stored["rows"])
         self._draw_convergence(running=False, note=(f"Stored run {stored['name']}: {stored.get('stop_reason', '')}"
                                                     if stored else ""))
 
@@ -319,7 +329,7 @@ class RobustnessView(QWidget):
         note = "Quick comparison (2 epochs, one seed) — " if quick else ""
         self.retrain.curves.show_message("Retraining…", f"{note}the first points appear when the first run ends.",
                                          busy=True)
-        job.partial.connect(self._on_retrain_row)
+        job.partial.connect(self._if_current("retrain", job, self._on_retrain_row))
         job.progress.connect(lambda done, total, message: self.retrain.status.setText(f"{note}{message}"))
 
     def _on_retrain_row(self, row: dict) -> None:
@@ -348,7 +358,8 @@ class RobustnessView(QWidget):
             if field in baseline:
                 curves.set_reference(metric, 100 * baseline[field], "original")
         optimistic = any(r.get("optimistic") for r in self.rows)
-        self.retrain.status.setText(note or f"{len(self.rows)} runs" + (" (paper mode: optimistic)" if optimistic else ""))
+        mode = " (paper mode: optimistic)" if optimistic else ""
+        self.retrain.status.setText(note or f"{len(self.rows)} runs{mode}")
 
     # --- convergence ---------------------------------------------------------------------------------
 
@@ -365,7 +376,7 @@ class RobustnessView(QWidget):
         self.rounds = []
         panel.set_running(True)
         panel.curves.show_message("Round 0…", "Each round reports, attacks the training set and fine-tunes.", busy=True)
-        job.partial.connect(self._on_round)
+        job.partial.connect(self._if_current("converge", job, self._on_round))
         job.progress.connect(lambda done, total, message: panel.status.setText(message))
 
     def _on_round(self, row: dict) -> None:
@@ -407,8 +418,8 @@ class RobustnessView(QWidget):
         panel.set_running(True)
         panel.pairs.clear_pairs("Fuzzing…", "Tests appear here when the run ends.")
         panel.pairs.set_progress(0, panel.seeds_box.value(), 0.0)
-        job.partial.connect(lambda p: "tests" in p and panel.pairs.set_progress(p["tests"], p["seeds_active"],
-                                                                                 p["elapsed_s"]))
+        job.partial.connect(self._if_current("fuzz", job, lambda p: "tests" in p and panel.pairs.set_progress(
+            p["tests"], p["seeds_active"], p["elapsed_s"])))
 
     def _fuzz_ended(self, run, exc: BaseException | None) -> None:
         panel = self.fuzz
@@ -429,6 +440,11 @@ class RobustnessView(QWidget):
             self._draw_histograms()
 
     # --- jobs and export -------------------------------------------------------------------------------
+
+    def _if_current(self, what: str, job, slot):
+        """`slot`, called only while `job` is still the view's `what` job (late partials of a replaced job drop)."""
+        number = job.record.id
+        return lambda value: what in self.jobs and self.jobs[what].record.id == number and slot(value)
 
     def _track(self, what: str, job, ended=None) -> None:
         """Keep `job` as the view's `what` job until it ends; `ended(run or None, exception or None)`."""
