@@ -105,6 +105,7 @@ def check_retraining_from_the_panel_updates_the_curve(qtbot, window):
         action.setChecked(name in ("km-st", "mcp"))
     panel.budgets_edit.setText("3")
     panel.epochs_box.setValue(1)
+    panel.paper_box.setChecked(True)
     seen = []
     qtbot.mouseClick(panel.button, Qt.MouseButton.LeftButton)
     job = view.jobs["retrain"]
@@ -114,6 +115,8 @@ def check_retraining_from_the_panel_updates_the_curve(qtbot, window):
     assert seen[0] == ["KM-ST"] and seen[-1] == ["KM-ST", "MCP"]  # the curve grew as each run ended
     assert [r["strategy"] for r in view.rows] == ["km-st", "mcp"]
     assert all(r["budget"] == "3%" and r["best_epoch"] == 1 for r in view.rows)
+    assert all(r["checkpoint_mode"] == "paper" and r["optimistic"] for r in view.rows)
+    assert "optimistic" in panel.status.text() and view.base.setup.checkpoint_mode == "clean"
     assert panel.button.text() == "Retrain"
     assert len(window.session.project.artifacts("robustness")) == 2
     assert len(view.rows) == 2
@@ -144,6 +147,12 @@ def check_convergence_rounds_and_fuzzing(qtbot, window):
     assert fuzz.pairs.pair_count() == len(result)
     assert "tests from" in fuzz.pairs.counter.text()
     assert "fuzzed" in view.histogram.names and len(view.histogram.values["fuzzed"]) == len(result)
+    # The tests joined the pool (a new set-up) and are selectable, scored like the attacks' candidates.
+    pool = view.base.setup.pool
+    fuzz_rows = np.flatnonzero(pool.attack == "fuzz")
+    assert len(fuzz_rows) == len(result) and set(fuzz_rows) <= set(view.base.setup.selectable)
+    np.testing.assert_allclose(pool.scores["fol_linf"][fuzz_rows], result.fol_linf, rtol=1e-4, atol=1e-4)
+    assert "added to the pool" in fuzz.pairs.counter.text()
     roles = [e["provenance"].get("role") for e in window.session.project.artifacts("testset").values()]
     assert "fuzz-tests" in roles
 

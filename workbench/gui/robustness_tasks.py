@@ -130,15 +130,50 @@ def run_convergence(ctx: JobContext, base: RobustnessBase, rounds: int, requirem
     return StoredRun(result, snapshot.saves)
 
 
-def run_fuzzer(ctx: JobContext, model: LoadedModel, dataset: Dataset, eps: float, n_seeds: int,
-               time_budget_s: float, project_linf: bool, seed: int, snapshot: ProjectSnapshot, name: str) -> StoredRun:
-    """FOL-guided fuzzing from training seeds; the tests are stored as a project test set."""
+@dataclass
+class FuzzRun:
+    """The fuzzer's tests, and the set-up whose pool they joined (None when they were not joined)."""
+
+    tests: object  # core.robustness.fuzzing.FuzzResult
+    joined: RobustnessBase | None = None
+
+
+def join_fuzzer_tests(ctx: JobContext, base: RobustnessBase, tests, seeds: np.ndarray) -> RobustnessBase:
+    """A copy of `base` whose pool also holds the fuzzer's tests, scored like the attacks' candidates (§5.3).
+
+    The tests become selectable (none are held out: checkpointing keeps the held-out part of the
+    attacks' pool). The original set-up is left as it is, so jobs still using it are not disturbed.
+    """
+    from dataclasses import replace
+
+    from workbench.core.robustness.fuzzing import ATTACK_NAME
+    from workbench.core.robustness.pool import CandidatePool, merge_pools, score_candidates
+
+    setup = base.setup
+    loss_mode = setup.pool.params.get("loss_mode", "logits")
+    scores, probs = score_candidates(ctx, setup.model, tests.images, tests.labels, seeds, setup.eps, loss_mode)
+    fuzzed = CandidatePool(tests.images, tests.labels, tests.seed_index, np.full(len(tests), ATTACK_NAME), scores,
+                           probs, {"eps": setup.eps, "loss_mode": loss_mode, "what": "fuzzer tests"})
+    pool = merge_pools(setup.pool, fuzzed)
+    selectable = np.concatenate([setup.selectable, np.arange(len(setup.pool), len(pool))])
+    return replace(base, setup=replace(setup, pool=pool, selectable=selectable, covers=None))
+
+
+def run_fuzzer(ctx: JobContext, base: RobustnessBase, model: LoadedModel, dataset: Dataset, n_seeds: int,
+               time_budget_s: float, project_linf: bool, join: bool, seed: int, snapshot: ProjectSnapshot,
+               name: str) -> StoredRun:
+    """FOL-guided fuzzing from training seeds; the tests are stored as a project test set and, with
+    `join`, added to a copy of the set-up's pool."""
     from workbench.core.robustness.fuzzing import fuzz
 
-    result = fuzz(ctx, model, dataset.split("train"), eps=eps, n_seeds=n_seeds, seed=seed,
-                  time_budget_s=time_budget_s, project_linf=project_linf)
-    if len(result):
-        snapshot.save_artifact("testset", name, result.to_arrays(), **{
-            **result.params, "role": "fuzz-tests", "model": model.name, "dataset": dataset.name,
+    train = dataset.split("train")
+    tests = fuzz(ctx.stage(0, 2, "fuzzing"), model, train, eps=base.setup.eps, n_seeds=n_seeds, seed=seed,
+                 time_budget_s=time_budget_s, project_linf=project_linf)
+    joined = None
+    if len(tests):
+        snapshot.save_artifact("testset", name, tests.to_arrays(), **{
+            **tests.params, "role": "fuzz-tests", "model": model.name, "dataset": dataset.name,
             "model_fingerprint": model.fingerprint()})
-    return StoredRun(result, snapshot.saves)
+        if join:
+            joined = join_fuzzer_tests(ctx.stage(1, 2, "scoring the tests"), base, tests, train.numpy(tests.seed_index))
+    return StoredRun(FuzzRun(tests, joined), snapshot.saves)

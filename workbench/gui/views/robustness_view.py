@@ -22,6 +22,7 @@ Every run is stored in the project with its settings and shown again next time.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 from PySide6.QtCore import Qt, QTimer, Signal
@@ -61,7 +62,8 @@ def dataset_eps(dataset) -> tuple[float, str]:
 
 def is_robustness_result(result) -> bool:
     """Whether a job's result is one this view shows (a set-up, retraining, convergence or fuzzing run)."""
-    return isinstance(result, rt.RobustnessBase) or type(result).__module__.startswith("workbench.core.robustness")
+    return isinstance(result, (rt.RobustnessBase, rt.FuzzRun)) or \
+        type(result).__module__.startswith("workbench.core.robustness")
 
 
 class RobustnessView(QWidget):
@@ -79,6 +81,7 @@ class RobustnessView(QWidget):
         self.rows: list[dict] = []
         self.rounds: list[dict] = []
         self._eps_for: str | None = None
+        self._fuzzing_from = None  # the set-up the running fuzzer's tests are to join
 
         self.eps_box = QDoubleSpinBox()
         self.eps_box.setObjectName("epsBox")
@@ -318,10 +321,13 @@ class RobustnessView(QWidget):
             report_error(self, exc, title="Cannot retrain")
             return
         seeds, epochs = self.retrain.seeds(), self.retrain.epochs_box.value()
-        name = f"retraining {self.base.model} eps={self.base.setup.eps:g} {time.strftime('%Y-%m-%d %H:%M:%S')}"
+        base = self.base
+        if self.retrain.paper_box.isChecked():  # a copy: the view's set-up keeps clean checkpointing
+            base = replace(base, setup=replace(base.setup, checkpoint_mode="paper"))
+        name = f"retraining {base.model} eps={base.setup.eps:g} {time.strftime('%Y-%m-%d %H:%M:%S')}"
         job = self.session.runner.submit(
-            f"Retrain {self.base.model}: {len(strategies)} strategies × {len(budgets)} budgets × {len(seeds)} seeds",
-            rt.retrain_strategies, self.base, strategies, budgets, seeds, epochs,
+            f"Retrain {base.model}: {len(strategies)} strategies × {len(budgets)} budgets × {len(seeds)} seeds",
+            rt.retrain_strategies, base, strategies, budgets, seeds, epochs,
             ProjectSnapshot(self.session.project), name, report_errors=False)
         self._track("retrain", job, self._retrain_ended)
         self.rows = []
@@ -411,10 +417,11 @@ class RobustnessView(QWidget):
         bundle = self.session.models[self.selection.model]
         name = f"fuzzed {self.base.model} {time.strftime('%Y-%m-%d %H:%M:%S')}"
         job = self.session.runner.submit(
-            f"Fuzz {self.base.model} from {panel.seeds_box.value()} seeds", rt.run_fuzzer, bundle.model, data,
-            self.base.setup.eps, panel.seeds_box.value(), float(panel.time_box.value()), panel.project_box.isChecked(),
-            0, ProjectSnapshot(self.session.project), name, report_errors=False)
+            f"Fuzz {self.base.model} from {panel.seeds_box.value()} seeds", rt.run_fuzzer, self.base, bundle.model,
+            data, panel.seeds_box.value(), float(panel.time_box.value()), panel.project_box.isChecked(),
+            panel.join_box.isChecked(), 0, ProjectSnapshot(self.session.project), name, report_errors=False)
         self._track("fuzz", job, self._fuzz_ended)
+        self._fuzzing_from = self.base
         panel.set_running(True)
         panel.pairs.clear_pairs("Fuzzing…", "Tests appear here when the run ends.")
         panel.pairs.set_progress(0, panel.seeds_box.value(), 0.0)
@@ -428,14 +435,20 @@ class RobustnessView(QWidget):
             panel.pairs.clear_pairs("Fuzzing stopped", error_text(exc) if exc else "The run was cancelled.")
             return
         self.session.store(run)
-        result = self.fuzzed = run.result
+        result = self.fuzzed = run.result.tests
         data = self.session.datasets[self.selection.dataset]
         seeds = data.split("train").numpy(result.seed_index)
         panel.pairs.set_pairs(seeds, result.images, result.predicted_seed_label, result.adversarial_label,
                               result.grad_l2, result.dist_l2, list(data.class_names))
         p = result.params
+        joined = run.result.joined
+        if joined is not None and self.base is self._fuzzing_from:  # the set-up has not changed meanwhile
+            self.base = joined
+            self.summary.setText(baseline_text(joined.setup) + f" The pool holds {len(result):,} fuzzer tests too.")
+            self.preview_selection()
+        note = "added to the pool; " if joined is not None else ""
         panel.pairs.set_progress(len(result), p.get("seeds_used", 0), p.get("elapsed_s", 0.0), running=False,
-                                 note=f"stopped: {p.get('stop_reason', '')}")
+                                 note=f"{note}stopped: {p.get('stop_reason', '')}")
         if self.base is not None:
             self._draw_histograms()
 
