@@ -259,3 +259,20 @@ def test_a_plugin_criterion_is_created_by_name_and_measured(isolated_plugins, mo
                               test_indices=SOME[:40])["half-range"]
     assert result.value.total == 120 and 0 < result.value.covered <= 120
     assert isolated_plugins.REGISTRY.extensions["criterion"]["half-range"] is HalfRange
+
+
+def test_a_minimal_plugin_criterion_says_what_it_cannot_do(model, small):
+    """Coverage, update and reset are required (abstract); matrix, profile and saved state are optional."""
+    from workbench.core.coverage.protocol import Criterion
+    from workbench.core.errors import WorkbenchError
+
+    class NoCoverage(Criterion):
+        name = "no-coverage"
+
+    with pytest.raises(TypeError, match="abstract"):
+        NoCoverage()
+    criterion = HalfRange(layers=["fc1"])
+    criterion.fit({"fc1": np.ones((3, 120))})
+    for call in (criterion.matrix, lambda: criterion.profile({"fc1": np.ones((2, 120))}), criterion.state_dict):
+        with pytest.raises(WorkbenchError, match="'half-range' cannot"):
+            call()

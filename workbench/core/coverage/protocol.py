@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
@@ -121,7 +122,7 @@ def identity_hash(identity: dict) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-class Criterion:
+class Criterion(ABC):
     """Base class of coverage criteria. Subclasses set `name`, take their parameters in `__init__`
     (calling `super().__init__()` first, and `self.reset()` last) and implement the `_` hooks below."""
 
@@ -214,12 +215,13 @@ class Criterion:
         self._reset_cover()
         return self
 
+    @abstractmethod
     def coverage(self) -> CoverageValue:
-        raise NotImplementedError
+        """Covered and total items so far."""
 
     def matrix(self) -> np.ndarray:
-        """A 2-D array for views (its meaning is documented per criterion)."""
-        raise NotImplementedError
+        """A 2-D array for views (its meaning is documented per criterion); optional for plugins."""
+        raise self._unsupported("give a matrix for the views", "matrix()")
 
     @property
     def warnings(self) -> list[str]:
@@ -287,14 +289,17 @@ class Criterion:
 
     def _finish_fit(self): ...
 
+    @abstractmethod
     def _update(self, layers: dict[str, np.ndarray], labels, predictions):
-        raise NotImplementedError
+        """Mark what a batch covers."""
 
     def _profile(self, layers: dict[str, np.ndarray], labels, predictions) -> np.ndarray:
-        raise NotImplementedError
+        """Which items each input of a batch covers, without changing the state; optional for plugins."""
+        raise self._unsupported("say which items each input covers", "_profile()")
 
+    @abstractmethod
     def _reset_cover(self):
-        raise NotImplementedError
+        """Forget the covered items."""
 
     def _fit_state(self) -> tuple[dict, dict]:
         return {}, {}
@@ -302,10 +307,17 @@ class Criterion:
     def _load_fit_state(self, meta: dict, arrays: dict): ...
 
     def _cover_state(self) -> tuple[dict, dict]:
-        raise NotImplementedError
+        """(JSON metadata, arrays) of the covered items, for `state_dict`; optional for plugins."""
+        raise self._unsupported("save what it covered", "_cover_state() and _load_cover_state()")
 
     def _load_cover_state(self, meta: dict, arrays: dict):
-        raise NotImplementedError
+        """Restore what `_cover_state` returned."""
+        raise self._unsupported("restore what it covered", "_cover_state() and _load_cover_state()")
+
+    def _unsupported(self, what: str, methods: str) -> WorkbenchError:
+        """The error for an optional capability this criterion lacks (a minimal plugin need not have it)."""
+        return WorkbenchError(f"Criterion {getattr(self, 'name', type(self).__name__)!r} cannot {what}.",
+                              f"The criterion's author can add {methods}; the other criteria can.")
 
 
 def _ints(a):

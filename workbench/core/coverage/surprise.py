@@ -19,10 +19,19 @@ variance filter, and MDSA as the *squared* Mahalanobis distance (scikit-learn's 
 
 from __future__ import annotations
 
+from abc import abstractmethod
+
 import numpy as np
 
 from workbench.core.coverage.kde import GaussianKDE, SingularDensity
-from workbench.core.coverage.protocol import CoverageValue, Criterion, _ints, as_layers, batch_size_of, neuron_values
+from workbench.core.coverage.protocol import (
+    CoverageValue,
+    Criterion,
+    _ints,
+    as_layers,
+    batch_size_of,
+    neuron_values,
+)
 from workbench.core.errors import WorkbenchError
 
 
@@ -176,8 +185,9 @@ class SurpriseCriterion(Criterion):
                 out[rows] = value
         return out
 
+    @abstractmethod
     def _score_class(self, ats: np.ndarray, c: int) -> np.ndarray | None:
-        raise NotImplementedError
+        """Surprise of class c's inputs, or None when the class cannot be scored (e.g. a singular density)."""
 
     def _profile(self, layers, labels, predictions) -> np.ndarray:
         """(B,) each input's SC bucket (−1: uncounted; the width variant gives ⌊SA/w⌋)."""

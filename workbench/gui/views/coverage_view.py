@@ -32,7 +32,7 @@ from workbench.gui.views.view_inputs import error_text, fill_layers, ready_input
 from workbench.gui.views.model_view import section_label
 from workbench.gui.widgets.cell_inputs import CellInputs
 from workbench.gui.widgets.coverage_table import CoverageTable
-from workbench.gui.widgets.empty_state import MessageOrContent
+from workbench.gui.widgets.empty_state import view_frame
 from workbench.gui.widgets.export import export_csv, export_png
 from workbench.gui.widgets.growth_plot import GrowthPlot
 
@@ -175,17 +175,8 @@ class CoverageView(QWidget):
         body.addWidget(left)
         body.addWidget(right)
         body.setSizes([540, 640])
-        content = QWidget()
-        content_layout = QVBoxLayout(content)
-        content_layout.setContentsMargins(0, 0, 0, 0)
-        content_layout.addLayout(controls)
-        content_layout.addWidget(self.summary)
-        content_layout.addWidget(body, 1)
-        self.stack = MessageOrContent(content)
+        self.stack = view_frame(self, controls, self.summary, body)
         self.empty = self.stack.empty
-        outer = QVBoxLayout(self)
-        outer.setContentsMargins(6, 6, 6, 6)
-        outer.addWidget(self.stack)
 
         self._redraw = QTimer(self)
         self._redraw.setSingleShot(True)

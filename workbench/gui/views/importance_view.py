@@ -24,7 +24,7 @@ from workbench.gui.selection import Selection
 from workbench.gui.session import Session
 from workbench.gui.views.model_view import section_label
 from workbench.gui.widgets.ablation_panel import AblationPanel
-from workbench.gui.widgets.empty_state import MessageOrContent
+from workbench.gui.widgets.empty_state import MessageOrContent, view_frame
 from workbench.gui.widgets.export import export_csv, export_png
 from workbench.gui.widgets.gallery_strip import GalleryPanel, Tile
 from workbench.gui.widgets.input_inspector import InputInspector
@@ -228,17 +228,8 @@ class ImportanceView(QWidget):
         body.setStretchFactor(0, 3)
         body.setStretchFactor(1, 2)
         body.setSizes([620, 560])
-        content = QWidget()
-        content_layout = QVBoxLayout(content)
-        content_layout.setContentsMargins(0, 0, 0, 0)
-        content_layout.addLayout(controls)
-        content_layout.addWidget(self.summary)
-        content_layout.addWidget(body, 1)
-        self.stack = MessageOrContent(content)
+        self.stack = view_frame(self, controls, self.summary, body)
         self.empty = self.stack.empty
-        outer = QVBoxLayout(self)
-        outer.setContentsMargins(6, 6, 6, 6)
-        outer.addWidget(self.stack)
 
         self.m_timer = QTimer(self)
         self.m_timer.setSingleShot(True)

@@ -27,7 +27,7 @@ from dataclasses import replace
 import numpy as np
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QHBoxLayout, QLabel, QMenu, QSplitter,
-                               QTabWidget, QToolButton, QVBoxLayout, QWidget)
+                               QTabWidget, QToolButton, QWidget)
 
 from workbench.core.errors import WorkbenchError
 from workbench.gui import robustness_tasks as rt
@@ -39,7 +39,7 @@ from workbench.gui.views.robustness_panels import OFFERED, ConvergencePanel, Fuz
 from workbench.gui.views.robustness_report import (baseline_text, convergence_series, experiment_series,
                                                    selection_text, strategy_title, table_rows)
 from workbench.gui.views.view_inputs import error_text, ready_inputs
-from workbench.gui.widgets.empty_state import MessageOrContent
+from workbench.gui.widgets.empty_state import view_frame
 from workbench.gui.widgets.export import export_csv
 from workbench.gui.widgets.fol_histogram import FolHistogram, fol_kind_label
 from workbench.gui.widgets.selection_strip import SelectionStrip
@@ -151,16 +151,7 @@ class RobustnessView(QWidget):
         split.addWidget(left)
         split.addWidget(self.tabs)
         split.setSizes([520, 680])
-        content = QWidget()
-        layout = QVBoxLayout(content)
-        layout.setContentsMargins(6, 6, 6, 6)
-        layout.addLayout(controls)
-        layout.addWidget(self.summary)
-        layout.addWidget(split, 1)
-        self.stack = MessageOrContent(content)
-        outer = QVBoxLayout(self)
-        outer.setContentsMargins(0, 0, 0, 0)
-        outer.addWidget(self.stack)
+        self.stack = view_frame(self, controls, self.summary, split)
 
         self.retrain.start_requested.connect(self.start_retraining)
         self.retrain.cancel_requested.connect(lambda: self._cancel("retrain"))

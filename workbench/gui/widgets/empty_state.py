@@ -124,3 +124,19 @@ def fill(owner: QWidget, *widgets: QWidget) -> None:
     for widget in widgets[:-1]:
         layout.addWidget(widget)
     layout.addWidget(widgets[-1], 1)
+
+
+def view_frame(owner: QWidget, controls, summary: QWidget, body: QWidget) -> MessageOrContent:
+    """An analysis view's layout over the whole of `owner`: a row of controls, a summary line and the
+    body, inside a `MessageOrContent` that shows what is missing while there is nothing to show."""
+    content = QWidget()
+    layout = QVBoxLayout(content)
+    layout.setContentsMargins(0, 0, 0, 0)
+    layout.addLayout(controls)
+    layout.addWidget(summary)
+    layout.addWidget(body, 1)
+    stack = MessageOrContent(content)
+    outer = QVBoxLayout(owner)
+    outer.setContentsMargins(6, 6, 6, 6)
+    outer.addWidget(stack)
+    return stack
