@@ -3,28 +3,92 @@
 The project lists its datasets, models and test sets, and indexes every artifact with its kind and
 provenance. The test split of the project's first dataset is its first test set. Opening a project
 checks every artifact; missing or damaged ones are reported in `problems` and the rest opens.
+
+Several processes may write one project (two raters, a CLI run beside the GUI). Every change of
+`project.json` is a read–modify–write under an inter-process lock: the settings are read again
+from disk, changed, and written atomically, so no writer loses another's change. An artifact's file
+is written under a temporary name first, outside the lock; only the rename into place and the index
+entry happen under it. A writer that died between the two leaves a file nobody indexed: opening
+the project indexes it again. Temporary files left by dead writers are removed once they are old.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
+import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, TypeVar
 
 import numpy as np
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.store import Artifact, provenance, read_artifact, write_artifact, write_json
+from workbench.core.store import (
+    Artifact,
+    file_lock,
+    flush_to_disk,
+    provenance,
+    read_artifact,
+    write_artifact_file,
+    write_json,
+)
 
 PROJECT_FORMAT = "dl-workbench-project"
 PROJECT_VERSION = 1
 SETTINGS = "project.json"
+LOCK = ".project.lock"
+ARTIFACTS = "artifacts"
+#: A temporary file this old belongs to a writer that died (a live one touches it as it writes).
+STALE_TEMP_S = 3600.0
+SECTIONS = (("datasets", list), ("models", list), ("testsets", list), ("artifacts", dict), ("gui", dict))
+
+T = TypeVar("T")
 
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "artifact"
+
+
+def artifact_file(kind: str, name: str) -> str:
+    """The project-relative file of an artifact. The name's hash keeps two names whose slugs agree
+    ("a/b" and "a-b") in two files, so two writers never rename onto each other's file."""
+    digest = hashlib.sha1(name.encode()).hexdigest()[:8]
+    return f"{ARTIFACTS}/{_slug(kind)}/{_slug(name)[:80]}-{digest}.h5"
+
+
+@dataclass
+class StagedArtifact:
+    """An artifact written under a temporary name, waiting to be renamed into place and indexed."""
+
+    name: str
+    entry: dict  # the index entry it gets: kind, file, provenance
+    temporary: Path
+
+
+def _read_settings(folder: Path) -> dict:
+    path = folder / SETTINGS
+    if not path.exists():
+        raise WorkbenchError(f"{folder} is not a project folder (no {SETTINGS}).",
+                             "Choose a project folder, or create a new project there.")
+    try:
+        settings = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        backup = path.with_name(SETTINGS + ".bak")
+        hint = (f"A backup of the previous version is at {backup}; copy it over {SETTINGS} to restore it."
+                if backup.exists() else "Restore the file from a backup, or create a new project.")
+        raise WorkbenchError(f"The project file {path} is damaged: {exc}", hint) from exc
+    if not isinstance(settings, dict) or settings.get("format") != PROJECT_FORMAT:
+        raise WorkbenchError(f"{path} is not a workbench project file.", "Choose a project folder.")
+    if int(settings.get("version", 0)) > PROJECT_VERSION:
+        raise WorkbenchError(f"{folder} was saved by a newer workbench (format {settings['version']}).",
+                             "Update the workbench to open it.")
+    for key, default in SECTIONS:
+        settings.setdefault(key, default())
+    return settings
 
 
 class Project:
@@ -35,14 +99,14 @@ class Project:
         self.settings = settings
         self.problems = problems
         self.read_only = read_only
+        self.damaged: dict[str, str] = {}  # artifact name → what is wrong with its file
+        self._checked: set[str] = set()  # artifacts whose files were checked
 
     # --- opening and creating -------------------------------------------------------------------
 
     @classmethod
     def create(cls, folder: str | os.PathLike, dataset: str, models: list[str] = (), name: str = "") -> "Project":
         folder = Path(folder)
-        if (folder / SETTINGS).exists():
-            raise WorkbenchError(f"{folder} already holds a project.", "Open it instead, or choose an empty folder.")
         settings = {
             "format": PROJECT_FORMAT, "version": PROJECT_VERSION, "name": name or folder.name,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "datasets": [dataset],
@@ -52,46 +116,63 @@ class Project:
             "artifacts": {}, "gui": {},
         }
         project = cls(folder, settings, [], False)
-        project.save()
+        project._make_folder()
+        with project._locked():
+            if (folder / SETTINGS).exists():
+                raise WorkbenchError(f"{folder} already holds a project.", "Open it instead, or choose an empty folder.")
+            write_json(folder / SETTINGS, settings)
         return project
 
     @classmethod
     def open(cls, folder: str | os.PathLike) -> "Project":
         folder = Path(folder)
-        path = folder / SETTINGS
-        if not path.exists():
-            raise WorkbenchError(f"{folder} is not a project folder (no {SETTINGS}).",
-                                 "Choose a project folder, or create a new project there.")
-        try:
-            settings = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            backup = path.with_name(SETTINGS + ".bak")
-            hint = (f"A backup of the previous version is at {backup}; copy it over {SETTINGS} to restore it."
-                    if backup.exists() else "Restore the file from a backup, or create a new project.")
-            raise WorkbenchError(f"The project file {path} is damaged: {exc}", hint) from exc
-        if not isinstance(settings, dict) or settings.get("format") != PROJECT_FORMAT:
-            raise WorkbenchError(f"{path} is not a workbench project file.", "Choose a project folder.")
-        if int(settings.get("version", 0)) > PROJECT_VERSION:
-            raise WorkbenchError(f"{folder} was saved by a newer workbench (format {settings['version']}).",
-                                 "Update the workbench to open it.")
-        for key, default in (("datasets", []), ("models", []), ("testsets", []), ("artifacts", {}), ("gui", {})):
-            settings.setdefault(key, default)
-        problems = []
-        for name, entry in settings["artifacts"].items():
-            try:
-                read_artifact(folder / entry["file"])
-            except WorkbenchError as exc:
-                entry["problem"] = exc.message
-                problems.append(f"{name}: {exc.message}")
+        settings = _read_settings(folder)
         read_only = not os.access(folder, os.W_OK)
+        project = cls(folder, settings, [], read_only)
+        if not read_only:
+            project.problems += project.repair()
+        project._check_artifacts()
         if read_only:
-            problems.append(f"The folder {folder} is read-only: results can be viewed but not saved.")
-        return cls(folder, settings, problems, read_only)
+            project.problems.append(f"The folder {folder} is read-only: results can be viewed but not saved.")
+        return project
 
     @classmethod
     def open_or_create(cls, folder: str | os.PathLike, dataset: str, models: list[str] = ()) -> "Project":
         folder = Path(folder)
-        return cls.open(folder) if (folder / SETTINGS).exists() else cls.create(folder, dataset, models)
+        if (folder / SETTINGS).exists():
+            return cls.open(folder)
+        try:
+            return cls.create(folder, dataset, models)
+        except WorkbenchError:
+            if (folder / SETTINGS).exists():  # another process created it a moment ago
+                return cls.open(folder)
+            raise
+
+    def reload(self) -> None:
+        """Read the settings again, with what other processes have saved since."""
+        self._adopt(_read_settings(self.folder))
+        self._check_artifacts(only_new=True)
+
+    def _check_artifacts(self, only_new: bool = False) -> None:
+        """Read every artifact's header; a missing or damaged file is marked and reported."""
+        for name, entry in self.settings["artifacts"].items():
+            if only_new and name in self._checked:
+                continue
+            try:
+                read_artifact(self.folder / entry["file"])
+            except WorkbenchError as exc:
+                if name not in self.damaged:
+                    self.problems.append(f"{name}: {exc.message}")
+                self.damaged[name] = exc.message
+                entry["problem"] = exc.message
+        self._checked = set(self.settings["artifacts"])
+
+    def _adopt(self, settings: dict) -> None:
+        """Take `settings` as the current ones, keeping the marks of damaged artifacts."""
+        for name, message in self.damaged.items():
+            if name in settings["artifacts"]:
+                settings["artifacts"][name]["problem"] = message
+        self.settings = settings
 
     # --- contents ---------------------------------------------------------------------------------
 
@@ -117,11 +198,14 @@ class Project:
         return {n: e for n, e in self.settings["artifacts"].items() if kind is None or e["kind"] == kind}
 
     def add_dataset(self, name: str) -> None:
+        def change(settings):
+            if name not in settings["datasets"]:
+                settings["datasets"].append(name)
+                settings["testsets"].append({"name": f"{name}:test", "dataset": name, "split": "test",
+                                             "how": "the dataset's test split"})
+
         if name not in self.settings["datasets"]:
-            self.settings["datasets"].append(name)
-            self.settings["testsets"].append({"name": f"{name}:test", "dataset": name, "split": "test",
-                                              "how": "the dataset's test split"})
-            self.save()
+            self.update(change)
 
     def add_model(self, spec: str, name: str | None = None, arch: str | None = None) -> None:
         """Add a bundled model by name or a model file by path (kept relative when inside the project).
@@ -135,12 +219,18 @@ class Project:
             except ValueError:
                 spec = str(path.resolve())
         name = name or (path.stem if path.exists() else spec)
+        entry = {"name": name, "spec": spec, **({"arch": arch} if arch else {})}
+
+        def change(settings):
+            if all(m["name"] != name for m in settings["models"]):
+                settings["models"].append(entry)
+
         if all(m["name"] != name for m in self.settings["models"]):
-            entry = {"name": name, "spec": spec}
-            if arch:
-                entry["arch"] = arch
-            self.settings["models"].append(entry)
-            self.save()
+            self.update(change)
+
+    def set_gui(self, **values) -> None:
+        """Store GUI state (layout, selection) under `gui`, keeping what other writers stored."""
+        self.update(lambda settings: settings["gui"].update(values))
 
     def model_spec(self, entry: dict) -> str:
         """What `load_model` takes for a model entry: a bundled name, or the file's full path."""
@@ -152,14 +242,55 @@ class Project:
 
     def save_artifact(self, kind: str, name: str, arrays: dict[str, np.ndarray], **how) -> dict:
         """Write an artifact file atomically and index it; an existing one of that name is replaced."""
+        staged = self.stage_artifact(kind, name, arrays, **how)
+        self.commit([staged])
+        return staged.entry
+
+    def stage_artifact(self, kind: str, name: str, arrays: dict[str, np.ndarray], **how) -> StagedArtifact:
+        """Write an artifact under a temporary name beside its place; `commit` renames and indexes it."""
         self.ensure_writable()
-        file = f"artifacts/{_slug(kind)}/{_slug(name)}.h5"
+        file = artifact_file(kind, name)
+        target = self.folder / file
         record = provenance(kind=kind, **how)
-        write_artifact(self.folder / file, kind, arrays, record)
-        entry = {"kind": kind, "file": file, "provenance": record}
-        self.settings["artifacts"][name] = entry
-        self.save()
-        return entry
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        except OSError as exc:
+            raise WorkbenchError(f"Cannot write in {target.parent}: {exc.strerror}.",
+                                 "Choose a folder you can write to, or fix its permissions.") from exc
+        os.close(fd)
+        try:
+            write_artifact_file(Path(tmp), kind, arrays, record, name)
+            flush_to_disk(tmp)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return StagedArtifact(name, {"kind": kind, "file": file, "provenance": record}, Path(tmp))
+
+    def commit(self, staged: list[StagedArtifact]) -> None:
+        """Rename staged artifacts into place and index them, all in one change of the settings."""
+        if not staged:
+            return
+        replaced: list[Path] = []
+
+        def change(settings):
+            for item in staged:
+                os.replace(item.temporary, self.folder / item.entry["file"])
+                old = settings["artifacts"].get(item.name)
+                if old and old.get("file") != item.entry["file"]:
+                    replaced.append(self.folder / old["file"])
+                settings["artifacts"][item.name] = item.entry
+                self.damaged.pop(item.name, None)
+
+        self.update(change)
+        for path in replaced:  # an older version under another file name
+            path.unlink(missing_ok=True)
+
+    @staticmethod
+    def discard(staged: list[StagedArtifact]) -> None:
+        """Drop staged artifacts that will not be committed."""
+        for item in staged:
+            item.temporary.unlink(missing_ok=True)
 
     def load_artifact(self, name: str, kind: str | None = None) -> Artifact:
         """Read an artifact back; with `kind`, refuse one of another kind."""
@@ -181,9 +312,10 @@ class Project:
 
     def delete_artifact(self, name: str) -> None:
         self.ensure_writable()
-        entry = self.settings["artifacts"].pop(name)
-        self.save()
-        (self.folder / entry["file"]).unlink(missing_ok=True)
+        removed: list[dict] = []
+        self.update(lambda settings: removed.append(settings["artifacts"].pop(name, None)))
+        if removed[0]:
+            (self.folder / removed[0]["file"]).unlink(missing_ok=True)
 
     # --- saving ------------------------------------------------------------------------------------
 
@@ -193,11 +325,79 @@ class Project:
             raise WorkbenchError(f"The project folder {self.folder} is read-only.",
                                  "Copy the project to a folder you can write to and open it there.")
 
-    def save(self) -> None:
+    def update(self, change: Callable[[dict], T]) -> T:
+        """Change the settings as they are on disk now, under the project lock, and write them back.
+
+        `change(settings)` edits the freshly read settings in place; what it returns is returned.
+        """
         self.ensure_writable()
+        self._make_folder()
+        with self._locked():
+            settings = _read_settings(self.folder) if (self.folder / SETTINGS).exists() else self.settings
+            result = change(settings)
+            write_json(self.folder / SETTINGS, _without_marks(settings))
+        self._adopt(settings)
+        return result
+
+    def save(self) -> None:
+        """Write the settings as they are now (read–modify–write: what others saved is kept)."""
+        self.update(lambda settings: None)
+
+    def repair(self) -> list[str]:
+        """Index artifact files that were renamed into place but never indexed, and remove temporary
+        files of writers that died. Returns what was done, for the user to read."""
+        notes: list[str] = []
+        folder = self.folder / ARTIFACTS
+        if not folder.is_dir():
+            return notes
+        now = time.time()
+        for tmp in folder.rglob(".*.tmp"):
+            try:
+                if now - tmp.stat().st_mtime > STALE_TEMP_S:
+                    tmp.unlink()
+            except OSError:
+                pass  # another process removed or renamed it meanwhile
+
+        def change(settings):
+            indexed = {e["file"] for e in settings["artifacts"].values()}
+            for path in sorted(folder.rglob("*.h5")):
+                file = path.relative_to(self.folder).as_posix()
+                if file in indexed:
+                    continue
+                try:
+                    artifact = read_artifact(path)
+                except WorkbenchError as exc:
+                    notes.append(f"{file} is not indexed and cannot be read ({exc.message}); it was left as it is.")
+                    continue
+                name = artifact.name or path.stem
+                if name in settings["artifacts"]:
+                    path.unlink(missing_ok=True)  # an older version whose replacement was indexed
+                    continue
+                settings["artifacts"][name] = {"kind": artifact.kind, "file": file,
+                                               "provenance": artifact.provenance}
+                notes.append(f"{name}: its job stopped before indexing it; it was indexed again.")
+
+        with self._locked():
+            settings = _read_settings(self.folder)
+            before = len(notes)
+            change(settings)
+            if any(n.endswith("indexed again.") for n in notes[before:]):
+                write_json(self.folder / SETTINGS, _without_marks(settings))
+        self._adopt(settings)
+        return notes
+
+    def _locked(self):
+        return file_lock(self.folder / LOCK)
+
+    def _make_folder(self) -> None:
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise WorkbenchError(f"Cannot create the project folder {self.folder}: {exc.strerror}.",
                                  "Choose a folder you can write to.") from exc
-        write_json(self.folder / SETTINGS, self.settings)
+
+
+def _without_marks(settings: dict) -> dict:
+    """The settings as stored: damage marks are found on opening, never saved."""
+    artifacts = {n: {k: v for k, v in e.items() if k != "problem"} for n, e in settings["artifacts"].items()}
+    return {**settings, "artifacts": artifacts}

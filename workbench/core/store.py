@@ -40,6 +40,38 @@ def provenance(**how) -> dict:
 
 
 @contextmanager
+def file_lock(path: str | os.PathLike):
+    """Hold an exclusive inter-process lock on `path` (created if missing) for the `with` block.
+
+    Advisory, like every lock between processes: it protects what all writers change under it.
+    """
+    path = Path(path)
+    try:
+        handle = open(path, "a+b")
+    except OSError as exc:
+        raise WorkbenchError(f"Cannot lock {path}: {exc.strerror}.",
+                             "Check that the folder exists and can be written to.") from exc
+    try:
+        if os.name == "nt":  # pragma: no cover - exercised on Windows only
+            import msvcrt
+
+            handle.seek(0)
+            while True:
+                try:
+                    msvcrt.locking(handle.fileno(), msvcrt.LK_LOCK, 1)
+                    break
+                except OSError:  # LK_LOCK gives up after ten seconds; keep waiting
+                    continue
+        else:
+            import fcntl
+
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        yield
+    finally:
+        handle.close()  # closing releases the lock
+
+
+@contextmanager
 def atomic_path(path: str | os.PathLike):
     """Yield a temporary path beside `path`; on success it replaces `path`, on failure it vanishes."""
     path = Path(path)
@@ -52,8 +84,7 @@ def atomic_path(path: str | os.PathLike):
     os.close(fd)
     try:
         yield Path(tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
+        flush_to_disk(tmp)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -61,12 +92,14 @@ def atomic_path(path: str | os.PathLike):
 
 
 def write_json(path: str | os.PathLike, data: dict, backup: bool = True) -> None:
-    """Write JSON atomically, keeping the previous version as `<name>.bak`."""
+    """Write JSON atomically, keeping the previous version as `<name>.bak` (itself written atomically,
+    so a crash while backing up never leaves a half-written backup)."""
     path = Path(path)
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=_json_default))
         if backup and path.exists():
-            shutil.copy2(path, path.with_name(path.name + ".bak"))
+            with atomic_path(path.with_name(path.name + ".bak")) as backup_tmp:
+                shutil.copy2(path, backup_tmp)
 
 
 def _json_default(o):
@@ -79,29 +112,48 @@ def _json_default(o):
     raise TypeError(f"{type(o).__name__} is not JSON data")
 
 
-def write_artifact(path: str | os.PathLike, kind: str, arrays: dict[str, np.ndarray], how: dict) -> Path:
+def write_artifact(path: str | os.PathLike, kind: str, arrays: dict[str, np.ndarray], how: dict,
+                   name: str = "") -> Path:
     """Write one artifact: named arrays plus kind, version and provenance, atomically."""
-    import h5py
-
     path = Path(path)
     with atomic_path(path) as tmp:
-        with h5py.File(tmp, "w") as f:
-            f.attrs["workbench_artifact"] = ARTIFACT_VERSION
-            f.attrs["kind"] = kind
-            f.attrs["provenance"] = json.dumps(how, default=_json_default)
-            for name, array in arrays.items():
-                array = np.asarray(array)
-                if array.dtype.kind == "U":
-                    array = array.astype(h5py.string_dtype())
-                f.create_dataset(name, data=array, compression="gzip" if array.size > 4096 else None)
+        write_artifact_file(tmp, kind, arrays, how, name)
     return path
+
+
+def write_artifact_file(path: Path, kind: str, arrays: dict[str, np.ndarray], how: dict, name: str = "") -> None:
+    """Write an artifact's HDF5 file in place (callers write to a temporary path and rename it).
+
+    `name` is the artifact's name in its project, kept in the file so an artifact that was renamed
+    into place but never indexed can be indexed again under its own name.
+    """
+    import h5py
+
+    with h5py.File(path, "w") as f:
+        f.attrs["workbench_artifact"] = ARTIFACT_VERSION
+        f.attrs["kind"] = kind
+        f.attrs["provenance"] = json.dumps(how, default=_json_default)
+        if name:
+            f.attrs["name"] = name
+        for key, array in arrays.items():
+            array = np.asarray(array)
+            if array.dtype.kind == "U":
+                array = array.astype(h5py.string_dtype())
+            f.create_dataset(key, data=array, compression="gzip" if array.size > 4096 else None)
+
+
+def flush_to_disk(path: str | os.PathLike) -> None:
+    """fsync a written file, so a rename that follows never exposes a file whose data is still cached."""
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
 
 
 class Artifact:
     """An artifact read back: its kind, provenance and arrays (loaded on access)."""
 
-    def __init__(self, path: Path, kind: str, how: dict, names: list[str]):
+    def __init__(self, path: Path, kind: str, how: dict, names: list[str], name: str = ""):
         self.path, self.kind, self.provenance, self.names = path, kind, how, names
+        self.name = name  # its name in the project, when the file records it
 
     def __getitem__(self, name: str) -> np.ndarray:
         import h5py
@@ -126,7 +178,8 @@ def read_artifact(path: str | os.PathLike) -> Artifact:
             if version > ARTIFACT_VERSION:
                 raise WorkbenchError(f"{path.name} was written by a newer workbench (format {version}).",
                                      "Update the workbench to open it.")
-            return Artifact(path, str(f.attrs["kind"]), json.loads(f.attrs["provenance"]), list(f.keys()))
+            return Artifact(path, str(f.attrs["kind"]), json.loads(f.attrs["provenance"]), list(f.keys()),
+                            str(f.attrs.get("name", "")))
     except WorkbenchError:
         raise
     except Exception as exc:

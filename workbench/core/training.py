@@ -124,17 +124,14 @@ def run_epoch(ctx: JobContext, module, optimiser, x, y, order, batch_size: int, 
     return total_loss, correct
 
 
-def evaluate(ctx: JobContext, model: LoadedModel, dataset: Dataset, split: str = "test",
-             batch_size: int = 1000) -> dict:
-    """Accuracy, per-class accuracy, the confusion matrix (rows = true class) and every prediction."""
+def predict(ctx: JobContext, model: LoadedModel, data, batch_size: int = 1000, what: str = "") -> np.ndarray:
+    """The model's predicted class for every input of `data` (a split or test set), batch by batch.
+
+    Refuses NaN or infinite scores, naming the first input that gave them.
+    """
     import torch
 
-    check_compatible(model, dataset)
-    data = dataset.split(split)
-    if len(data) == 0:
-        raise WorkbenchError(f"The {split} split of {dataset.name!r} holds no images.",
-                             f"Evaluate on another split: {', '.join(k for k, v in dataset.splits.items() if len(v))}.")
-    k = dataset.num_classes
+    what = what or getattr(data, "name", "the inputs")
     device = ctx.device
     model.module.to(device).eval()
     predictions = np.empty(len(data), dtype=np.int64)
@@ -145,10 +142,23 @@ def evaluate(ctx: JobContext, model: LoadedModel, dataset: Dataset, split: str =
             if bad.any():
                 first = start + int(bad.nonzero()[0])
                 raise WorkbenchError(f"Model {model.name!r} returned NaN or infinite scores (first at "
-                                     f"{split} image {first}).", "The model's weights are damaged or "
+                                     f"{what} image {first}).", "The model's weights are damaged or "
                                      "it expects other input scaling; check how it was trained.")
             predictions[start:start + len(x)] = logits.argmax(1).cpu().numpy()
-            ctx.progress(min(start + batch_size, len(data)), len(data), f"evaluating on {split}")
+            ctx.progress(min(start + batch_size, len(data)), len(data), f"evaluating on {what}")
+    return predictions
+
+
+def evaluate(ctx: JobContext, model: LoadedModel, dataset: Dataset, split: str = "test",
+             batch_size: int = 1000) -> dict:
+    """Accuracy, per-class accuracy, the confusion matrix (rows = true class) and every prediction."""
+    check_compatible(model, dataset)
+    data = dataset.split(split)
+    if len(data) == 0:
+        raise WorkbenchError(f"The {split} split of {dataset.name!r} holds no images.",
+                             f"Evaluate on another split: {', '.join(k for k, v in dataset.splits.items() if len(v))}.")
+    k = dataset.num_classes
+    predictions = predict(ctx, model, data, batch_size, what=split)
     labels = data.labels
     confusion = np.zeros((k, k), dtype=np.int64)
     np.add.at(confusion, (labels, predictions), 1)
