@@ -14,7 +14,7 @@ import pytest
 
 from workbench.core.dataset_registry import load_dataset
 from workbench.core.errors import WorkbenchError
-from workbench.core.idx import read_idx, write_idx
+from workbench.core.idx import read_idx
 
 RNG = np.random.default_rng(1234)
 X8 = RNG.integers(0, 256, (24, 8, 8), dtype=np.uint8)
@@ -27,10 +27,16 @@ def _idx_bytes(array: np.ndarray, type_code: int) -> bytes:
     return header + array.tobytes()
 
 
+def _write_idx(path: Path, array: np.ndarray, compress: bool = False) -> None:
+    """A uint8 array written as an IDX file (gzipped with `compress`)."""
+    data = _idx_bytes(array, 0x08)
+    path.write_bytes(gzip.compress(data) if compress else data)
+
+
 def _idx_folder(root: Path, x=X8, y=Y8, prefix="train", compress=False) -> Path:
     root.mkdir(parents=True, exist_ok=True)
-    write_idx(root / f"{prefix}-images-idx3-ubyte", x, compress)
-    write_idx(root / f"{prefix}-labels-idx1-ubyte", y, compress)
+    _write_idx(root / f"{prefix}-images-idx3-ubyte", x, compress)
+    _write_idx(root / f"{prefix}-labels-idx1-ubyte", y, compress)
     return root
 
 
@@ -135,8 +141,8 @@ def test_idx_images_without_labels(tmp_path):
 def test_idx_swapped_files(tmp_path):
     root = tmp_path / "d"
     root.mkdir()
-    write_idx(root / "train-images-idx3-ubyte", Y8)  # labels where images should be
-    write_idx(root / "train-labels-idx1-ubyte", X8)
+    _write_idx(root / "train-images-idx3-ubyte", Y8)  # labels where images should be
+    _write_idx(root / "train-labels-idx1-ubyte", X8)
     _refused(root, "expected (N, rows, cols)")
 
 

@@ -68,7 +68,7 @@ def test_folder_plugins_load_and_broken_ones_are_reported(plugin_folder):
     assert not reports["no_register"].ok and "register" in reports["no_register"].error
     assert not reports["bad_import"].ok and "module_that_is_not_installed_xyz" in reports["bad_import"].error
     assert not reports["exits"].ok and "SystemExit" in reports["exits"].error
-    assert plugins.plugin_reports() == plugins.load_plugins()  # loaded once; force reloads
+    assert list(plugins._REPORTS) == plugins.load_plugins()  # loaded once; force reloads
 
 
 def test_plugin_additions_are_usable(plugin_folder, fresh_dataset_cache):

@@ -9,8 +9,8 @@ import pytest
 from PySide6.QtGui import QImage
 
 from workbench.core.robustness.experiment import ExperimentResult
+from workbench.core.robustness.experiment_plot import SIZE, save_experiment_plot
 from workbench.core.robustness.experiment_report import write_experiment_outputs
-from workbench.gui.experiment_plot import SIZE, save_experiment_plot
 
 pytestmark = pytest.mark.gui
 

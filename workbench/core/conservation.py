@@ -1,7 +1,7 @@
 """Where the relevance went: a conservation check of LRP from the logits down to one layer.
 
-Spec: shared/spec/importance-and-coverage.md §1.4. Relevance starts as the predicted logit of each
-correctly classified input (as importance sums it, §1.5) and flows down to the layer. With biases in
+Method: docs/methods/importance.md#conservation-check. Relevance starts as the predicted logit of
+each correctly classified input (as importance sums it) and flows down to the layer. With biases in
 the denominators (the default) each Conv/Linear on the way keeps a part back (`b_j/s(z_j)·R_j`, plus
 the stabiliser's sliver), so the layer's total is less than the logits' total by design. The check
 balances the books:
@@ -24,6 +24,7 @@ import numpy as np
 from workbench.core.activations import NeuronDefinition
 from workbench.core.errors import WorkbenchError
 from workbench.core.jobs import JobContext
+from workbench.core.sampling import seeded_sample
 
 
 @dataclass
@@ -78,7 +79,7 @@ def sample_indices(size: int, max_inputs: int | None, seed: int) -> np.ndarray |
         raise WorkbenchError(f"max_inputs must be at least 1; got {max_inputs}.", "Leave it empty to use every image.")
     if int(max_inputs) >= size:
         return None
-    return np.sort(np.random.default_rng(seed).choice(size, int(max_inputs), replace=False))
+    return seeded_sample(size, int(max_inputs), seed)
 
 
 def conservation_check(ctx: JobContext, model, dataset, layer: str | NeuronDefinition, rule="lrp-0", *,

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
+from workbench.core.class_names import FASHION_CLASSES
 from workbench.core.data import (Dataset, DatasetCard, Split, as_image_array, as_labels,
                                  check_unit_range, to_nchw)
 from workbench.core.errors import WorkbenchError
+from workbench.core.idx import load_idx_pair
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp"}
 
@@ -57,8 +59,6 @@ def _is_idx_name(name: str) -> bool:
 
 def load_idx_folder(folder: Path) -> Dataset:
     """Pair `*images*`/`*labels*` IDX files by split prefix (train / t10k or test)."""
-    from workbench.core.dataset_registry import load_idx_pair
-
     files = [f for f in folder.iterdir() if _is_idx_name(f.name)]
     splits = {}
     for split, prefixes in (("train", ("train",)), ("test", ("t10k", "test"))):
@@ -74,7 +74,6 @@ def load_idx_folder(folder: Path) -> Dataset:
                              "Name them like train-images-idx3-ubyte(.gz) and train-labels-idx1-ubyte(.gz).")
     names = _class_names(None, [s.labels for s in splits.values()])
     if len(names) == 10 and "fashion" in folder.name.lower():
-        from workbench.core.dataset_registry import FASHION_CLASSES
         names = FASHION_CLASSES
     return Dataset(folder.name, names, splits, DatasetCard(folder.name, str(folder), "as given by the user"),
                    recipe={"path": str(folder)})

@@ -18,13 +18,12 @@ from typing import Callable
 
 import numpy as np
 
+from workbench.core.class_names import DIGIT_CLASSES, FASHION_CLASSES
 from workbench.core.data import Dataset, DatasetCard, Split, stratified_split
+from workbench.core.dataset_files import load_path, load_torchvision
 from workbench.core.errors import WorkbenchError
-from workbench.core.idx import read_idx
+from workbench.core.idx import load_idx_pair
 
-FASHION_CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-                   "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"]
-DIGIT_CLASSES = [str(i) for i in range(10)]
 FASHION_MNIST_INSTALL = "sudo apt-get install dataset-fashion-mnist"
 
 
@@ -79,12 +78,8 @@ def load_dataset(name: str, download: bool = False) -> Dataset:
                 _CACHE[name] = entry.load()
             return _CACHE[name]
     if name.startswith("torchvision:"):
-        from workbench.core.dataset_files import load_torchvision
-
         return load_torchvision(name.split(":", 1)[1], download=download)
     if os.path.exists(name):
-        from workbench.core.dataset_files import load_path
-
         return load_path(name)
     raise WorkbenchError(f"No dataset named {name!r} and no such file or folder.",
                          f"Known datasets: {', '.join(_REGISTRY)}; or give the path to an IDX folder, "
@@ -103,17 +98,6 @@ def fashion_mnist_missing() -> str | None:
               "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"]
     absent = [f for f in needed if not (d / f).exists()]
     return f"files not found in {d}: {', '.join(absent)}" if absent else None
-
-
-def load_idx_pair(images_path: Path, labels_path: Path) -> Split:
-    images, labels = read_idx(images_path), read_idx(labels_path)
-    if images.ndim != 3:
-        raise WorkbenchError(f"{images_path} holds an array of shape {images.shape}; expected (N, rows, cols).",
-                             "Pass an IDX image file (magic 0x00000803).")
-    if len(images) != len(labels):
-        raise WorkbenchError(f"{images_path.name} holds {len(images)} images but {labels_path.name} "
-                             f"holds {len(labels)} labels.", "Pair the image file with its own label file.")
-    return Split(images[:, None], labels.astype(np.int64))
 
 
 def _load_fashion() -> Dataset:

@@ -3,8 +3,9 @@
 For a chosen neuron n of a layer:
 
 - **Relevance of an input x to n** is `R_n(x)`, the LRP relevance that reaches n when propagation
-  starts at x's predicted logit — the quantity importance sums over a dataset (spec §1.5). A conv
-  neuron is a channel, its relevance summed over the channel's positions.
+  starts at x's predicted logit — the quantity importance sums over a dataset
+  (docs/methods/importance.md#neuron-gallery). A conv neuron is a channel, its relevance summed
+  over the channel's positions.
 - **Its input heatmap for n**: the relevance at the layer is masked to n alone (every other neuron
   of the layer set to 0) and propagated from there down to the input with the same rules; the
   result is summed over colour channels to (H, W). So the heatmap shows how `R_n(x)` spreads over

@@ -1,17 +1,18 @@
-"""The IDX format of MNIST and Fashion-MNIST: read and write, gzip detected by magic bytes."""
+"""The IDX format of MNIST and Fashion-MNIST: reading, gzip detected by magic bytes, and image/label pairs."""
 
 from __future__ import annotations
 
 import gzip
 import os
 import struct
+from pathlib import Path
 
 import numpy as np
 
+from workbench.core.data import Split
 from workbench.core.errors import WorkbenchError
 
 _TYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
-_CODES = {np.dtype(np.uint8): 0x08, np.dtype(np.int8): 0x09}
 
 
 def _read_bytes(path: str | os.PathLike) -> bytes:
@@ -44,12 +45,12 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     return np.frombuffer(raw, dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
 
 
-def write_idx(path: str | os.PathLike, array: np.ndarray, compress: bool = False) -> None:
-    """Write a uint8/int8 array as IDX (used for test fixtures and torchvision hand-off)."""
-    array = np.ascontiguousarray(array)
-    if array.dtype not in _CODES:
-        raise ValueError("write_idx writes uint8 or int8 arrays")
-    header = bytes([0, 0, _CODES[array.dtype], array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
-    data = header + array.tobytes()
-    with open(path, "wb") as f:
-        f.write(gzip.compress(data) if compress else data)
+def load_idx_pair(images_path: Path, labels_path: Path) -> Split:
+    images, labels = read_idx(images_path), read_idx(labels_path)
+    if images.ndim != 3:
+        raise WorkbenchError(f"{images_path} holds an array of shape {images.shape}; expected (N, rows, cols).",
+                             "Pass an IDX image file (magic 0x00000803).")
+    if len(images) != len(labels):
+        raise WorkbenchError(f"{images_path.name} holds {len(images)} images but {labels_path.name} "
+                             f"holds {len(labels)} labels.", "Pair the image file with its own label file.")
+    return Split(images[:, None], labels.astype(np.int64))

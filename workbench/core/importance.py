@@ -1,7 +1,7 @@
 """Neuron importance over a dataset: LRP relevance of a layer's neurons, summed, and the top-m.
 
-Spec: shared/spec/importance-and-coverage.md §1.5. A neuron is a dense unit or a conv channel
-(`conv_neuron="element"`: every (c, h, w)); a channel's relevance is the sum over its spatial
+Method: docs/methods/importance.md#aggregation-over-the-training-set. A neuron is a dense unit or a
+conv channel (`conv_neuron="element"`: every (c, h, w)); a channel's relevance is the sum over its spatial
 positions at the layer's output. `R_total[n] = Σ_x R_n(x)` over the correctly classified inputs of
 the split (the training split by default), for all classes and, in per-class mode, per true class.
 Relevance starts at the predicted logit, which for a correctly classified input is its class.
@@ -24,12 +24,13 @@ import numpy as np
 from workbench.core.activations import NeuronDefinition
 from workbench.core.errors import WorkbenchError
 from workbench.core.jobs import JobContext
+from workbench.core.sampling import seeded_sample
 
 ARTIFACT_KIND = "importance"
 
 
 def rank_neurons(totals: np.ndarray) -> np.ndarray:
-    """Neuron indices by descending relevance; ties go to the lower index (§1.5)."""
+    """Neuron indices by descending relevance; ties go to the lower index."""
     return np.argsort(-np.asarray(totals, dtype=np.float64), kind="stable").astype(np.int64)
 
 
@@ -126,7 +127,8 @@ def cache_key(how: dict) -> str:
 
 
 def neuron_relevance(R, conv_neuron: str):
-    """(B, neurons) float64: a conv channel's relevance is its spatial sum (§1.5), else one value per element."""
+    """(B, neurons) float64: a conv channel's relevance is its spatial sum, else one value per element
+    (docs/methods/importance.md#neurons-and-their-values)."""
     import torch
 
     R = R.to(torch.float64)
@@ -142,7 +144,7 @@ def compute_importance(ctx: JobContext, model, dataset, layer: str | NeuronDefin
 
     `model` is a `LoadedModel`; `dataset` a `Dataset`. `layer` is a layer name or a
     `NeuronDefinition` (activation point and conv neuron; the relevance is the same at "pre" and
-    "post", §1.5). `rule` is a rule name ('lrp-0', 'epsilon', 'z+', 'alpha-beta'), a `Rule`, or an
+    "post"). `rule` is a rule name ('lrp-0', 'epsilon', 'z+', 'alpha-beta'), a `Rule`, or an
     `lrp.Composite` (which also picks the max-pool variant). `max_inputs` scans a seeded random
     sample of that many images instead of the whole split. With a `project`, an artifact made the
     same way is reused, and a new result is saved as one.
@@ -171,7 +173,7 @@ def compute_importance(ctx: JobContext, model, dataset, layer: str | NeuronDefin
             raise WorkbenchError(f"max_inputs must be at least 1; got {max_inputs}.",
                                  "Leave it empty to use every image.")
         if int(max_inputs) < len(data):
-            indices = np.sort(np.random.default_rng(seed).choice(len(data), int(max_inputs), replace=False))
+            indices = seeded_sample(len(data), int(max_inputs), seed)
     determinants = {"model_fingerprint": model.fingerprint(), **dataset_identity(dataset, split, data),
                     "layer": definition.layer, "neuron_definition": definition.to_dict(),
                     "rule": composite.describe(), "max_inputs": int(max_inputs) if indices is not None else None,

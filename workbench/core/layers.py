@@ -78,8 +78,9 @@ def layer_catalogue(module, input_shape: tuple[int, int, int]) -> list[LayerInfo
 
 def _block_output(seen: list, i: int) -> str | None:
     """The module whose output is layer i's "post" value: the last of the BatchNorm and element-wise
-    modules that follow it at the same shape, when one of them is an activation (spec §1.5: the block
-    output after any BN and activation); None when no activation follows."""
+    modules that follow it at the same shape, when one of them is an activation (the block output
+    after any BN and activation, docs/methods/importance.md#neurons-and-their-values); None when no
+    activation follows."""
     shape, last, activated = seen[i][2], None, False
     for name, mod, out_shape in seen[i + 1:]:
         kind = type(mod).__name__

@@ -123,7 +123,3 @@ def load_plugins(force: bool = False) -> list[PluginReport]:
         _register(ep.name, f"entry point {ep.value}", ep.load)
     _LOADED = True
     return list(_REPORTS)
-
-
-def plugin_reports() -> list[PluginReport]:
-    return list(_REPORTS)

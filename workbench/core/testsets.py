@@ -141,9 +141,11 @@ def from_artifact(project, name: str, class_names: list[str] | None = None) -> T
         return parent.subset(artifact["indices"], rule=how.get("rule", ""), name=name)
     images = next((artifact[k] for k in ("x", "images") if k in artifact.names), None)
     labels = next((artifact[k] for k in ("y", "labels") if k in artifact.names), None)
-    if images is None or labels is None:
-        raise WorkbenchError(f"Test set {name!r} of the project holds no images and labels.",
-                             "A test set needs labelled images (arrays x and y).")
+    if images is None:
+        raise WorkbenchError(f"Test set {name!r} of the project holds no images.", "Choose a test set with images.")
+    if labels is None:
+        raise WorkbenchError(f"Test set {name!r} of the project holds no labels.",
+                             "A test set needs the ground-truth label of every input (an array y).")
     images = as_image_array(images, f"test set {name!r}")
     labels = as_labels(labels, len(class_names) if class_names else None, f"test set {name!r} labels")
     ids = artifact["ids"] if "ids" in artifact.names else content_ids(images)
@@ -302,7 +304,7 @@ def resolve(project, text: str, dataset: Dataset | None = None, model=None, ctx=
     base, split = (entry["dataset"], entry.get("split", "test")) if entry else (None, None)
     if base is None:
         if dataset is not None and text in dataset.splits:
-            return from_split(dataset, text)
+            return _named(from_split(dataset, text), f"{dataset.name}:{text}")
         if _is_dataset_name(text):
             base = text
         elif ":" in text and _is_dataset_name(text.rsplit(":", 1)[0]):
@@ -315,12 +317,18 @@ def resolve(project, text: str, dataset: Dataset | None = None, model=None, ctx=
                                  + (f"a project test set ({', '.join(known)}), " if known else "")
                                  + "a dataset name or path, or DATASET:SPLIT; add [rule] for a subset.")
     other = load_dataset(base, download=download)
-    if dataset is None or other is dataset or (other.recipe and other.recipe == dataset.recipe):
-        return from_split(other, split or "test", key=base if dataset is None else None)
+    if dataset is None:
+        return from_split(other, split or "test", key=base)
+    if other is dataset or (other.recipe and other.recipe == dataset.recipe):
+        split = split or "test"
+        return _named(from_split(dataset, split), f"{dataset.name}:{split}")
     split = _foreign_split(other, dataset, split, text)
-    found = from_split(other, split, key=base)
-    found.name = text if entry or ":" in text else f"{base}:{split}"
-    return found
+    return _named(from_split(other, split, key=base), text)
+
+
+def _named(testset: TestSet, name: str) -> TestSet:
+    testset.name = name
+    return testset
 
 
 @dataclass

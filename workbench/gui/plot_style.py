@@ -13,10 +13,3 @@ def configure_pyqtgraph() -> None:
     palette = app.palette() if app is not None else QPalette()
     pg.setConfigOptions(antialias=True, background=palette.color(QPalette.ColorRole.Base),
                         foreground=palette.color(QPalette.ColorRole.Text))
-
-
-def muted_text_color() -> str:
-    """The palette's placeholder-text colour as a CSS colour, for secondary labels inside plots."""
-    app = QApplication.instance()
-    palette = app.palette() if app is not None else QPalette()
-    return palette.color(QPalette.ColorRole.PlaceholderText).name()

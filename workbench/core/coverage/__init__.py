@@ -1,4 +1,4 @@
-"""Coverage criteria (spec: shared/spec/importance-and-coverage.md §2–§4).
+"""Coverage criteria (methods: docs/methods/idc.md and docs/methods/classic-criteria.md).
 
 Criteria are small estimator-like objects (`protocol.Criterion`): IDC (`idc.py`), the classic
 neuron criteria NC, KMNC, NBC, SNAC, TKNC, TKNP (`neuron.py`) and surprise adequacy LSA, DSA, MDSA

@@ -1,12 +1,13 @@
-"""Clustering one neuron's training values for IDC (spec §2.2 steps 4–7, §2.3).
+"""Clustering one neuron's training values for IDC (docs/methods/idc.md#clustering-neuron-values).
 
 The values are 1-D. After the dense-layer zero filter, fewer than `min_values` values give the single
 centroid 0.0; otherwise k-means runs for each k in `k_range` (skipping k larger than the number of
 distinct values) with `n_init=10` and a fixed `random_state`, on all values, and the k with the
 highest silhouette wins (ties → smaller k). The silhouette is O(n²), so it is computed on one seeded
-sample of `silhouette_sample` values, the same sample for every k (§2.3); a sample holding one
-label scores −1. No valid k gives the single centroid mean(values). Centroids are sorted ascending.
-k-means runs on one thread (see `cluster_neuron`).
+sample of `silhouette_sample` values, the same sample for every k
+(docs/methods/idc.md#silhouette-sampling); a sample holding one label scores −1. No valid k gives
+the single centroid mean(values). Centroids are sorted ascending. k-means runs on one thread (see
+`cluster_neuron`).
 """
 
 from __future__ import annotations
@@ -97,11 +98,12 @@ def _silhouette(values: np.ndarray, labels: np.ndarray) -> float:
     from sklearn.metrics import silhouette_score
 
     if len(np.unique(labels)) < 2 or len(np.unique(labels)) >= len(labels):
-        return -1.0  # one label (or one point per label) in the sample: no structure to score (§2.3)
+        return -1.0  # one label (or one point per label) in the sample: no structure to score
     return float(silhouette_score(values[:, None], labels))
 
 
 def nearest_centroid(values: np.ndarray, centroids: np.ndarray) -> np.ndarray:
-    """Index of the nearest centroid by |v − c| (§2.2 step 8); ties → the lower index."""
+    """Index of the nearest centroid by |v − c|; ties → the lower index
+    (docs/methods/idc.md#mapping-inputs-to-combinations)."""
     d = np.abs(np.asarray(values, dtype=np.float64)[:, None] - centroids[None, :])
     return d.argmin(axis=1)

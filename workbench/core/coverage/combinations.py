@@ -1,7 +1,8 @@
 """Combinations of per-neuron cluster indices as mixed-radix integer codes, and their counts.
 
-Spec §2.2 step 9: a combination is the tuple of centroid *indices* (never rounded centroid values,
-defect §2.4.6), stored as one int64 code with the first (most important) neuron most significant.
+A combination is the tuple of centroid *indices* (never rounded centroid values, which can merge
+centroids the denominator still counts), stored as one int64 code with the first (most important)
+neuron most significant (docs/methods/idc.md#mapping-inputs-to-combinations).
 The counter keeps how many inputs fell in each code: a dense array when |INCC| is small, sorted
 unique codes with counts otherwise, so memory follows the covered combinations, not the inputs.
 """

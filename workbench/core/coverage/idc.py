@@ -1,15 +1,15 @@
-"""Importance-Driven Coverage (DeepImportance, ICSE 2020; spec §2).
+"""Importance-Driven Coverage (Gerasimou et al., DeepImportance, ICSE 2020; docs/methods/idc.md).
 
 One IDC model: the m important neurons D_m of a layer (most relevant first, from `importance.py`),
 each neuron's centroids C_n from its values on the correctly classified training inputs
 (`clustering.py`), and the set of covered combinations. A test input covers the combination of each
 neuron's nearest centroid; IDC = covered combinations / |INCC|, |INCC| = Π k_n. Updates only add
 combinations, so IDC never decreases. Per-class mode is this criterion wrapped in `PerClass`, one
-model per class from that class's important neurons (spec §2.2).
+model per class from that class's important neurons (docs/methods/idc.md#per-class-mode).
 
-Avoided defects of the release (§2.4): clusters and coverage read from the same layer and neuron
-definition; seeded k-means and a sampled silhouette; combinations kept as centroid indices; every
-option recorded in the identity.
+Unlike the DeepImportance code release (docs/methods/idc.md#differences-from-the-original-release),
+clusters and coverage read the same layer and neuron definition; k-means is seeded and the
+silhouette sampled; combinations are kept as centroid indices; every option is part of the identity.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ class IDC(Criterion):
 
     `neurons`: the important neurons, most important first (or set later with `use_importance`);
     `m` defaults to their number, else 6. `zero_filter=None` turns the filter on for dense layers
-    with `point="post"` (§2.2 step 4). `record_inputs` keeps each test input's combination code
-    (8 bytes per input) so `inputs_in(code)` can say which inputs fall in a combination.
+    with `point="post"` (docs/methods/idc.md#clustering-neuron-values). `record_inputs` keeps each
+    test input's combination code (8 bytes per input) so `inputs_in(code)` can say which inputs fall
+    in a combination.
     """
 
     name, title = "idc", "Importance-Driven Coverage"
@@ -112,7 +113,7 @@ class IDC(Criterion):
         chosen, dense = self._layer_values(layers)
         if self._zero_filter is None:
             self._zero_filter = (dense and self.point == "post") if self.zero_filter is None else bool(self.zero_filter)
-        if labels is not None and predictions is not None:  # the correctly classified inputs only (§2.2 step 3)
+        if labels is not None and predictions is not None:  # the correctly classified inputs only
             chosen = chosen[labels == predictions]
         self._values.append(np.asarray(chosen))
 
@@ -170,7 +171,8 @@ class IDC(Criterion):
         return self.neurons is None or not len(self.neurons)
 
     def k_histogram(self) -> dict[int, int]:
-        """How many neurons got each number of clusters (silhouette picks k = 2 for most, §4.1)."""
+        """How many neurons got each number of clusters (silhouette picks k = 2 for most,
+        docs/methods/idc.md#expected-behaviour)."""
         ks, n = np.unique([c.k for c in self.clusters], return_counts=True)
         return {int(k): int(c) for k, c in zip(ks, n)}
 

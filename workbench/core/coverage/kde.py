@@ -6,7 +6,7 @@ point far from the data gets a large finite surprise instead of an underflowed d
 LSA of +inf). Distances are computed batch by batch with torch in float64, on the job's device.
 
 A singular covariance (a constant or collinear feature, or fewer points than features) has no
-density: `SingularDensity` is raised, never a silent zero (spec §3.6).
+density: `SingularDensity` is raised, never a silent zero (docs/methods/classic-criteria.md#lsa).
 """
 
 from __future__ import annotations

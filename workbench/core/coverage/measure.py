@@ -1,15 +1,16 @@
 """The coverage job: fit criteria on training activations, then measure a test set, batch by batch.
 
-`measure_coverage` streams the model's activations (DESIGN principle 3): one pass over the training
-split feeds every criterion that needs fitting (`partial_fit`), then `finish_fit` (IDC clusters
-here); one pass over the test set updates every criterion in chunks of `curve_every` inputs and
+`measure_coverage` streams the model's activations, never holding a whole split: one pass over the
+training split feeds every criterion that needs fitting (`partial_fit`), then `finish_fit` (IDC
+clusters here); one pass over the test set updates every criterion in chunks of `curve_every` inputs and
 records how coverage grows with the number of inputs. Progress is reported per batch and the
 running values are handed out as `CoverageProgress`; cancelling stops within a batch and stores
 nothing. With a project, a fitted criterion and a result are stored as artifacts keyed by
 everything that determines them, and an identical request reads them back.
 
-Layers (spec §3.1, §2.2): IDC and surprise adequacy use `layer` (default: the last Conv/Linear
-before the output layer); the classic criteria use the preset's layers — `deepimportance` (every
+Layers (docs/methods/classic-criteria.md#neurons-layers-and-presets and
+docs/methods/idc.md#subject-layer): IDC and surprise adequacy use `layer` (default: the last
+Conv/Linear before the output layer); the classic criteria use the preset's layers — `deepimportance` (every
 conv, pooling and dense output incl. the logits, post-activation, channel means), `nlc` (every
 Conv/Linear, pre-activation) or `dnn-tip` (the `layers` given, conv tensors flattened, dnn-tip's
 semantics).
@@ -77,7 +78,7 @@ class CoverageResult:
 # --- layers ----------------------------------------------------------------------------------------
 
 def default_layer(catalogue: list[LayerInfo]) -> str:
-    """The last Conv/Linear layer before the output layer (spec §2.2 step 0)."""
+    """The last Conv/Linear layer before the output layer (docs/methods/idc.md#subject-layer)."""
     layers = [layer.name for layer in catalogue if layer.type in CONV_OR_DENSE]
     if len(layers) < 2:
         raise WorkbenchError("The model has no Conv/Linear layer before its output layer.",
@@ -86,7 +87,8 @@ def default_layer(catalogue: list[LayerInfo]) -> str:
 
 
 def preset_layers(catalogue: list[LayerInfo], preset: str, layers=None) -> tuple[list[str], str, str]:
-    """(layer names, activation point, conv neuron definition) of a classic-criteria preset (§3.1)."""
+    """(layer names, activation point, conv neuron definition) of a classic-criteria preset
+    (docs/methods/classic-criteria.md#neurons-layers-and-presets)."""
     if preset not in PRESETS:
         raise WorkbenchError(f"Unknown preset {preset!r}.", f"Use one of {', '.join(PRESETS)}.")
     if layers:

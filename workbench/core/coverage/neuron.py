@@ -1,14 +1,15 @@
-"""Classic neuron-level criteria: NC, KMNC, NBC, SNAC, TKNC and TKNP (spec §3).
+"""Classic neuron-level criteria: NC, KMNC, NBC, SNAC, TKNC and TKNP (docs/methods/classic-criteria.md).
 
 All take activations of one or more layers; conv outputs are reduced to channel means by default
 (`conv_neuron="element"` makes every element a neuron) and the neurons of all layers are numbered in
 layer order. Each keeps a small count array — how many test inputs covered each item — so coverage is
 the number of non-zero counts and a view can show how often each item was hit.
 
-`semantics="spec"` (default) follows the spec's corrected definitions; `semantics="dnn-tip"`
-reproduces dnn-tip 0.1.1 exactly (raw NAC threshold, half-open KMNC sections built from its own
+`semantics="spec"` (default) follows the corrected definitions of the methods page;
+`semantics="dnn-tip"` reproduces dnn-tip 0.1.1 exactly (raw NAC threshold, half-open KMNC sections built from its own
 threshold arithmetic, `≥ max` / `≤ min` corners, argsort tie order), for identity tests and for
-comparing with papers that used dnn-tip (§3.1, preset `dnn-tip`).
+comparing with papers that used dnn-tip (preset `dnn-tip`;
+docs/methods/classic-criteria.md#dnn-tip-semantics).
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ class NeuronCriterion(Criterion):
 
 
 class NC(NeuronCriterion):
-    """Neuron coverage (DeepXplore; spec §3.2): a neuron is covered when some input's scaled value
+    """Neuron coverage (DeepXplore; docs/methods/classic-criteria.md#nc): a neuron is covered when some input's scaled value
     exceeds `threshold` (0.75). `scaling="layer_elements"` min-max scales each input's whole layer
     tensor and then takes channel means; `"neuron_values"` scales the neuron values across the
     layer's neurons (NLC). An input whose layer is constant covers nothing there. dnn-tip compares
@@ -213,7 +214,7 @@ class _RangeCriterion(NeuronCriterion):
 
 
 class KMNC(_RangeCriterion):
-    """k-multisection neuron coverage (DeepGauge; spec §3.3), k = 1000.
+    """k-multisection neuron coverage (DeepGauge; docs/methods/classic-criteria.md#kmnc), k = 1000.
 
     Sections are computed in float64 and closed at both ends: `low ≤ v ≤ high` covers section
     min(⌊(v − low)/(high − low)·k⌋, k − 1); values outside the range cover none. A neuron whose
@@ -278,8 +279,8 @@ class KMNC(_RangeCriterion):
 
 
 class _Boundary(_RangeCriterion):
-    """Corner regions beyond the training range, with an optional margin of `sigma` stds (§3.4).
-    spec: upper v > high + σ·std, lower v < low − σ·std; dnn-tip: ≥ and ≤."""
+    """Corner regions beyond the training range, with an optional margin of `sigma` stds
+    (docs/methods/classic-criteria.md#nbc-and-snac). Default semantics: upper v > high + σ·std, lower v < low − σ·std; dnn-tip: ≥ and ≤."""
 
     corners = ("lower", "upper")
 
@@ -344,9 +345,9 @@ class SNAC(_Boundary):
 
 
 class TKNC(NeuronCriterion):
-    """Top-k neuron coverage (§3.5), k = 3: a neuron is covered when it is among the k largest of its
-    layer for some input; ties → lower index (dnn-tip: its argsort order). Profile (B, neurons) bool;
-    matrix (1, neurons) counts."""
+    """Top-k neuron coverage (docs/methods/classic-criteria.md#tknc-and-tknp), k = 3: a neuron is
+    covered when it is among the k largest of its layer for some input; ties → lower index (dnn-tip:
+    its argsort order). Profile (B, neurons) bool; matrix (1, neurons) counts."""
 
     name, title, needs_fit = "tknc", "Top-k Neuron Coverage", False
 
@@ -371,9 +372,10 @@ class TKNC(NeuronCriterion):
 
 
 class TKNP(NeuronCriterion):
-    """Top-k neuron patterns (§3.5): the number of distinct patterns, a pattern being the tuple over
-    layers of top-k index *sets* (ties → lower index). A count without a denominator. Profile:
-    (B, width) the sorted top-k indices of each layer side by side; matrix (1, patterns) counts."""
+    """Top-k neuron patterns (docs/methods/classic-criteria.md#tknc-and-tknp): the number of distinct
+    patterns, a pattern being the tuple over layers of top-k index *sets* (ties → lower index). A
+    count without a denominator. Profile: (B, width) the sorted top-k indices of each layer side by
+    side; matrix (1, patterns) counts."""
 
     name, title, needs_fit = "tknp", "Top-k Neuron Patterns", False
 

@@ -1,4 +1,6 @@
-"""Per-class mode for any criterion: one criterion per class, inputs routed by class (spec §2.2, §3.1).
+"""Per-class mode for any criterion: one criterion per class, inputs routed by class.
+
+Methods: docs/methods/idc.md#per-class-mode and docs/methods/classic-criteria.md#per-class-mode.
 
 Training inputs go to the criterion of their **ground-truth** class (IDC then keeps the correctly
 classified ones; the classic criteria take their ranges from all of the class's training images).

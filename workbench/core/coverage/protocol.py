@@ -1,4 +1,4 @@
-"""The shape every coverage criterion has: a small estimator-like object (DESIGN principle 4).
+"""The shape every coverage criterion has: a small object shaped like a scikit-learn estimator.
 
 A criterion is configured in `__init__` (every parameter kept as an attribute of the same name, as in
 scikit-learn), learns what it needs from training activations with `partial_fit` batch by batch and
@@ -9,7 +9,7 @@ batch covers, without changing the state; `matrix()` is the 2-D array a view sho
 Activations are passed per layer as a mapping `{layer name: raw output}` — (B, C, H, W) for conv
 outputs, (B, F) for dense ones — or as one bare array for a one-layer criterion. Each criterion
 reduces conv outputs to neuron values itself (`neuron_values`), because some need more than the
-channel means (NC's layer-wise scaling, spec §3.2).
+channel means (NC's layer-wise scaling, docs/methods/classic-criteria.md#nc).
 
 `state_dict()` is a plain dict of JSON data and named arrays. It records the criterion's identity —
 its parameters plus the context it was bound to (model fingerprint, data) — and a hash of it;
@@ -97,7 +97,8 @@ def _numpy(a) -> np.ndarray:
 def neuron_values(raw: np.ndarray, conv_neuron: str = "channel-mean") -> np.ndarray:
     """(B, neurons) from a raw layer output: a conv channel's spatial mean (in float64), or every element.
 
-    Spec §1.5/§3.1: for conv outputs a neuron is a channel and its value the spatial mean; with
+    For conv outputs a neuron is a channel and its value the spatial mean
+    (docs/methods/classic-criteria.md#neurons-layers-and-presets); with
     `conv_neuron="element"` every (c, h, w) is a neuron (dnn-tip flattens conv tensors this way).
     Dense outputs are returned as they are.
     """

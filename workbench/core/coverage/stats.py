@@ -1,8 +1,9 @@
 """Per-neuron training statistics gathered batch by batch: count, min, max, mean and std, in float64.
 
-Spec §3.1: ranges and standard deviations come from all training images, in float64. Batches are
-merged with Chan et al.'s parallel update of the mean and the sum of squared deviations, so the
-result does not depend on the batch size beyond rounding and nothing grows with the inputs.
+Ranges and standard deviations come from all training images, in float64
+(docs/methods/classic-criteria.md#training-statistics). Batches are merged with Chan et al.'s
+parallel update of the mean and the sum of squared deviations, so the result does not depend on the
+batch size beyond rounding and nothing grows with the inputs.
 `std` is the population standard deviation (ddof = 0), as `numpy.std` gives by default.
 """
 

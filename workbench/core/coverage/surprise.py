@@ -1,4 +1,5 @@
-"""Surprise adequacy (Kim et al. 2019) — LSA, DSA, MDSA — and surprise coverage (spec §3.6).
+"""Surprise adequacy (Kim et al. 2019) — LSA, DSA, MDSA — and surprise coverage
+(docs/methods/classic-criteria.md#surprise-adequacy).
 
 The activation trace AT(x) is the neuron values of the chosen layer(s), concatenated. Training ATs
 are grouped by the model's **predicted** class (`by="label"`: by ground truth); a test input is
@@ -33,6 +34,7 @@ from workbench.core.coverage.protocol import (
     neuron_values,
 )
 from workbench.core.errors import WorkbenchError
+from workbench.core.sampling import seeded_sample
 
 
 class SurpriseCriterion(Criterion):
@@ -151,8 +153,8 @@ class SurpriseCriterion(Criterion):
             raise WorkbenchError(f"{self.title} got no training activations.", "Fit it on the training split.")
         ats, groups = np.concatenate(self._parts), np.concatenate(self._group_parts)
         self._parts = self._group_parts = []
-        if self.max_train is not None and int(self.max_train) < len(ats):  # seeded subsample (§3.6)
-            keep = np.sort(np.random.default_rng(self.seed).choice(len(ats), int(self.max_train), replace=False))
+        if self.max_train is not None and int(self.max_train) < len(ats):  # seeded subsample
+            keep = seeded_sample(len(ats), int(self.max_train), self.seed)
             ats, groups = ats[keep], groups[keep]
         self.train_ats, self.train_groups = ats, groups.astype(np.int64)
         self.num_classes = int(groups.max()) + 1 if len(groups) else 0
@@ -316,7 +318,8 @@ class SurpriseCriterion(Criterion):
 class LSA(SurpriseCriterion):
     """Likelihood-based SA: −log f̂_c(AT(x)), a Gaussian KDE (Scott) on the class's training ATs.
 
-    spec: neurons whose variance is below `var_threshold` (1e-5) in any class are dropped first, then
+    docs/methods/classic-criteria.md#lsa. With `semantics="spec"` (the default), neurons whose
+    variance is below `var_threshold` (1e-5) in any class are dropped first, then
     optionally all but the `max_features` most variable ones. A class whose covariance is singular
     has no density, and its LSA is never a silent 0: with `on_singular="report"` (default) the class
     is listed in `singular_classes` and the warnings, and its test inputs get NaN and cover no

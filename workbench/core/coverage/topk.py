@@ -1,6 +1,7 @@
-"""The k largest values of each row as a boolean mask, with a defined tie rule (spec §3.5).
+"""The k largest values of each row as a boolean mask, with a defined tie rule
+(docs/methods/classic-criteria.md#tknc-and-tknp).
 
-`ties="lower-index"` (the spec): among equal values at the k-th place the lower indices win.
+`ties="lower-index"` (the workbench's rule): among equal values at the k-th place the lower indices win.
 `ties="argsort"` reproduces `numpy.argsort(row)[-k:]`, dnn-tip's choice, exactly: only rows whose
 k-th value is tied (where the choice matters) are argsorted, in the caller's dtype; the others take
 the unambiguous set. Both are O(B·n) apart from those rows, instead of a full sort of every row.

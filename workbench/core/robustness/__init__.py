@@ -1,6 +1,6 @@
 """Robustness-oriented testing (RobOT): first-order loss, attacks, selection, fuzzing, retraining.
 
-Spec: `spec/robustness.md`.
+Methods: docs/methods/fol-and-selection.md and docs/methods/fuzzing-and-retraining.md.
 - `scores`: FOL (FOSC L∞ / L2 and the RobOT fuzzer's gradient norm) and the softmax uncertainty scores;
 - `attacks`: FGSM with random start and PGD; `pool`: the candidate pool of successful adversarials;
 - `selection`: BE-ST, KM-ST, DeepGini, random, MCP, coverage-greedy and the artifact's KM-ST;

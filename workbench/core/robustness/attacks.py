@@ -1,11 +1,12 @@
 """FGSM with random start and PGD, RobOT's two attacks, and the pool of successful adversarials.
 
-Spec: spec/robustness.md §5. Both attacks start at `clamp(x0 + U(−ε, ε), 0, 1)`; the draw is one
-`uniform_` over the whole batch from a `torch.Generator` seeded with the run's seed (§10.5), and an
-explicit `start` tensor can be injected instead. FGSM is one step of size ε (= torchattacks
-`FFGSM(eps, alpha=eps)`), PGD 10 steps of size ε/6 (= torchattacks `PGD(eps, eps/6, 10)`); every step
-is projected onto the ε-ball around x0 and the [0,1] box. The loss is summed over the batch (§2.4);
-the sign step is the same as with torchattacks' mean.
+Method: docs/methods/fol-and-selection.md#attacks. Both attacks start at
+`clamp(x0 + U(−ε, ε), 0, 1)`; the draw is one `uniform_` over the whole batch from a
+`torch.Generator` seeded with the run's seed, and an explicit `start` tensor can be injected
+instead. FGSM is one step of size ε (= torchattacks `FFGSM(eps, alpha=eps)`), PGD 10 steps of size
+ε/6 (= torchattacks `PGD(eps, eps/6, 10)`); every step is projected onto the ε-ball around x0 and the [0,1] box. The loss is summed over the batch
+(docs/methods/fol-and-selection.md#per-sample-gradients); the sign step is the same as with
+torchattacks' mean.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from workbench.core.robustness.scores import (
     torch_module,
 )
 
-#: Default L∞ budget per dataset (§5.2). Fashion-MNIST has no RobOT value; 0.1 is the workbench's.
+#: Default L∞ budget per dataset (docs/methods/fol-and-selection.md#attack-budgets-per-dataset).
+#: Fashion-MNIST has no RobOT value; 0.1 is the workbench's.
 DATASET_EPS = {"mnist": 0.3, "fashion-mnist": 0.1, "svhn": 8 / 255, "cifar10": 0.01}
-#: Named presets (§5.2): like-for-like with the MNIST setting, and the common CIFAR-10 budget.
+#: Named presets: like-for-like with the MNIST setting, and the common CIFAR-10 budget.
 EPS_PRESETS = {"robot-mnist-eps": 0.3, "cifar10-8/255": 8 / 255}
 
 ATTACKS = ("fgsm", "pgd")
@@ -34,7 +36,7 @@ PGD_STEPS = 10
 
 
 def default_eps(dataset: str) -> float:
-    """The workbench's ε for a dataset name (§5.2), e.g. `fashion-mnist` → 0.1."""
+    """The workbench's ε for a dataset name, e.g. `fashion-mnist` → 0.1."""
     key = dataset.lower().replace("_", "-")
     key = {"fashion": "fashion-mnist", "fmnist": "fashion-mnist", "cifar-10": "cifar10"}.get(key, key)
     if key not in DATASET_EPS:
@@ -93,7 +95,7 @@ def _start(x0, eps, start, seed):
 
 def pgd(model, x0, y, eps: float, alpha: float | None = None, steps: int = PGD_STEPS, start=None,
         seed: int = 0, loss_mode: str = "logits"):
-    """PGD with random start: `steps` sign steps of size `alpha` (default ε/6), each projected (§5.1)."""
+    """PGD with random start: `steps` sign steps of size `alpha` (default ε/6), each projected."""
     eps = check_eps(eps)
     alpha = eps / 6 if alpha is None else float(alpha)
     if steps < 1 or not alpha > 0:
@@ -110,12 +112,12 @@ def pgd(model, x0, y, eps: float, alpha: float | None = None, steps: int = PGD_S
 
 
 def fgsm(model, x0, y, eps: float, start=None, seed: int = 0, loss_mode: str = "logits"):
-    """RobOT's FGSM: random start, one sign step of size ε, projection (§5.1) = FFGSM(ε, ε)."""
+    """RobOT's FGSM: random start, one sign step of size ε, projection = FFGSM(ε, ε)."""
     return pgd(model, x0, y, eps, alpha=check_eps(eps), steps=1, start=start, seed=seed, loss_mode=loss_mode)
 
 
 def run_attack(name: str, model, x0, y, eps: float, seed: int = 0, loss_mode: str = "logits", start=None):
-    """`fgsm` or `pgd` by name, with their spec defaults."""
+    """`fgsm` or `pgd` by name, with their default settings."""
     if name == "fgsm":
         return fgsm(model, x0, y, eps, start=start, seed=seed, loss_mode=loss_mode)
     if name == "pgd":
@@ -143,7 +145,8 @@ class AttackPool:
 
 def attack_split(ctx, model, split, eps: float, attacks=ATTACKS, seed: int = 0, batch_size: int = 256,
                  indices=None, loss_mode: str = "logits", successful_only: bool = True) -> AttackPool:
-    """Attack a split batch by batch on `ctx.device`, keeping the successful adversarials (§5.3).
+    """Attack a split batch by batch on `ctx.device`, keeping the successful adversarials
+    (docs/methods/fol-and-selection.md#candidate-pool).
 
     Success is `argmax f(x') ≠ y` with the ground truth y, evaluated in eval mode after the attack.
     Each attack draws its random starts from its own generator seeded with `seed + k` (k = its

@@ -1,4 +1,6 @@
-"""The robustness convergence loop (spec/robustness.md §9, QuoTe's `robot.py`).
+"""The robustness convergence loop, after QuoTe's `robot.py`.
+
+Method: docs/methods/fuzzing-and-retraining.md#convergence-loop.
 
 Round after round: report on the current model, stop once static AE accuracy exceeds the
 requirement, otherwise attack the training set again *against the current model*, take all the
@@ -21,6 +23,7 @@ from workbench.core.robustness.pool import CandidatePool, build_pool
 from workbench.core.robustness.reports import REPORT_SUBSET, robustness_report
 from workbench.core.robustness.retraining import fine_tune
 from workbench.core.robustness.selection import select
+from workbench.core.sampling import seeded_sample
 
 PLATEAU_CHANGE = 0.05  # relative change of mean FOL …
 PLATEAU_ROUNDS = 2  # … over this many rounds counts as a plateau
@@ -47,7 +50,7 @@ def convergence_loop(ctx, model, dataset, eps: float, fp_test: CandidatePool, ro
                      requirement: float = 0.8, epochs: int = 5, strategy: str | None = None, budget=None,
                      seed: int = 0, plateau_stop: bool = False, pool_inputs: int | None = None,
                      report_subset: int = REPORT_SUBSET) -> ConvergenceResult:
-    """Rounds of attack → fine-tune until static AE accuracy > `requirement` (§9); one partial row per round.
+    """Rounds of attack → fine-tune until static AE accuracy > `requirement`; one partial row per round.
 
     `fp_test` is frozen against the *original* model. `strategy` with `budget` picks from each
     round's pool instead of taking every success; `pool_inputs` attacks a seeded subset of the
@@ -79,8 +82,7 @@ def convergence_loop(ctx, model, dataset, eps: float, fp_test: CandidatePool, ro
         else:
             indices = None
             if pool_inputs is not None and pool_inputs < len(train):
-                rng = np.random.default_rng(seed + r)
-                indices = np.sort(rng.choice(len(train), pool_inputs, replace=False))
+                indices = seeded_sample(len(train), pool_inputs, seed + r)
             pool = build_pool(ctx.stage(3 * r + 1, stages, f"round {r}: attacks"), current, train, eps,
                               seed=seed + r, indices=indices, what=f"the training set, round {r}")
             picked = pool

@@ -1,4 +1,6 @@
-"""The RobOT protocol (spec/robustness.md §5.3, §7, §8, §10.9): select, retrain, measure robustness.
+"""The RobOT protocol: select, retrain, measure robustness.
+
+Method: docs/methods/fuzzing-and-retraining.md#the-robot-experiment.
 
 1. **Setup** (`prepare`): the training-set pool (FGSM ∪ PGD successes against the original model),
    its held-out checkpointing part (clean mode), and `fp_test`, the successes on the test split,
@@ -24,6 +26,7 @@ from workbench.core.robustness.pool import CandidatePool, build_pool, holdout
 from workbench.core.robustness.reports import REPORT_SUBSET, robustness_report
 from workbench.core.robustness.retraining import CHECKPOINT_MODES, fine_tune
 from workbench.core.robustness.selection import resolve_budget, select
+from workbench.core.sampling import seeded_sample
 
 DEFAULT_STRATEGIES = ("be-st", "km-st", "deepgini", "random")
 
@@ -75,7 +78,7 @@ def prepare(ctx, model, dataset, eps: float, seed: int = 0, checkpoint_mode: str
     if pool is None:
         indices = None
         if pool_inputs is not None and pool_inputs < len(train):
-            indices = np.sort(np.random.default_rng(seed).choice(len(train), pool_inputs, replace=False))
+            indices = seeded_sample(len(train), pool_inputs, seed)
         pool = build_pool(ctx.stage(0, 3, "training-set pool"), model, train, eps, seed=seed, indices=indices,
                           what="the training set")
     if fp_test is None:
@@ -95,7 +98,7 @@ def selection_scores(pool: CandidatePool) -> dict:
     return {**pool.scores, "probs": pool.probs}
 
 
-COVERAGE_THRESHOLD = 0.75  # NC's threshold in the coverage reports (importance-and-coverage §3.2)
+COVERAGE_THRESHOLD = 0.75  # NC's threshold in the coverage reports (docs/methods/classic-criteria.md#nc)
 
 
 def coverage_items(ctx, model, images) -> np.ndarray:

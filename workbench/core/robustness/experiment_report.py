@@ -1,18 +1,23 @@
-"""The written report of a RobOT experiment (spec/robustness.md §7–§8): CSV, Markdown, JSON and a plot.
+"""The written report of a RobOT experiment: CSV, Markdown, JSON and a plot.
+
+Method: docs/methods/fuzzing-and-retraining.md#the-robot-experiment.
 
 `write_experiment_outputs(result, out_dir, plot)` writes `robot_experiment.csv` (one row per run),
 `.json` (settings, setup, rows and the mean ± sd tables), `.png` (robustness against budget per
 strategy) and `.md` (the protocol, the plot and the tables), each atomically. The core never
-imports Qt: the plot is drawn by the `plot` callable the caller hands in (the GUI's
-`save_experiment_plot`); when Qt cannot start there, the PNG is skipped with a warning and the rest
-is written as usual. `experiment_table` is the mean ± sd over seeds that the CLI prints too.
+imports Qt: the plot is drawn by the `plot` callable the caller hands in (normally
+`workbench.core.robustness.experiment_plot.save_experiment_plot`, matplotlib's Agg); when it cannot
+draw (ImportError, RuntimeError), the PNG is skipped with a warning and the rest is written as usual.
+`experiment_table` is the mean ± sd over seeds that the CLI prints too; `experiment_series` is the
+mean ± sd curves per strategy and metric that the Robustness view and the PNG draw.
 """
 
 from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +31,61 @@ TABLE_METRICS = {"static_ae_accuracy": "Static AE accuracy (accuracy on fp_test)
                  "adaptive_robust_accuracy": "Adaptive robust accuracy (PGD-10 against the retrained model)",
                  "clean_accuracy": "Clean test accuracy"}
 BASENAME = "robot_experiment"
+STRATEGY_TITLES = {"be-st": "BE-ST", "km-st": "KM-ST", "deepgini": "DeepGini", "random": "random", "mcp": "MCP",
+                   "coverage-greedy": "coverage-greedy", "kmst-legacy": "KM-ST (legacy)"}
+#: Row field → (curve metric, scale): accuracies are drawn in %.
+ROW_METRICS = {"static_ae_accuracy": ("static", 100.0), "adaptive_robust_accuracy": ("adaptive", 100.0),
+               "clean_accuracy": ("clean", 100.0), "fol_mean": ("fol", 1.0)}
+
+
+def strategy_title(name: str) -> str:
+    return STRATEGY_TITLES.get(name, name)
+
+
+@dataclass
+class Series:
+    """One strategy's values of one metric: mean (and sd over `seeds` runs) at each x.
+
+    Accuracies are in % (0–100); `sd` None or NaN draws no band; `running` draws the line dashed.
+    """
+
+    strategy: str
+    metric: str
+    x: Sequence[float]
+    mean: Sequence[float]
+    sd: Sequence[float] | None = None
+    running: bool = False
+    seeds: int = 1
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """x, mean and sd as float arrays sorted by x (sd NaN where unknown)."""
+        x = np.asarray(self.x, dtype=np.float64).ravel()
+        mean = np.asarray(self.mean, dtype=np.float64).ravel()
+        sd = np.full(len(x), np.nan) if self.sd is None else np.asarray(self.sd, dtype=np.float64).ravel()
+        if not len(x) == len(mean) == len(sd):
+            raise ValueError(f"{self.strategy} / {self.metric}: x, mean and sd differ in length "
+                             f"({len(x)}, {len(mean)}, {len(sd)})")
+        order = np.argsort(x, kind="stable")
+        return x[order], mean[order], sd[order]
+
+
+def experiment_series(rows: list[dict], running: bool = False) -> list[Series]:
+    """Mean ± sd over seeds of every metric, per strategy, against the budget (% of the selectable pool)."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for row in rows:
+        if "strategy" in row:
+            groups.setdefault((row["strategy"], row["budget"]), []).append(row)
+    series = []
+    for strategy in dict.fromkeys(s for s, _ in groups):
+        budgets = [b for s, b in groups if s == strategy]
+        x = [float(np.mean([r["budget_percent"] for r in groups[strategy, b]])) for b in budgets]
+        seeds = max(len(groups[strategy, b]) for b in budgets)
+        for field, (metric, scale) in ROW_METRICS.items():
+            values = [[scale * r[field] for r in groups[strategy, b] if r.get(field) is not None] for b in budgets]
+            mean = [float(np.mean(v)) if v else np.nan for v in values]
+            sd = [float(np.std(v, ddof=1)) if len(v) > 1 else np.nan for v in values]
+            series.append(Series(strategy_title(strategy), metric, x, mean, sd, running=running, seeds=seeds))
+    return series
 
 
 def pct(x) -> str:
@@ -128,9 +188,10 @@ def write_experiment_outputs(result, out_dir, plot: Callable | None = None,
     each atomically; returns {"csv", "json", "md"} paths, and "png" when the plot was written.
 
     `result` is an `ExperimentResult` whose `params` may also carry model, dataset, eps_source and
-    pool_attacked for the protocol. `plot(rows, path, title)` draws the PNG (the GUI's
-    `workbench.gui.experiment_plot.save_experiment_plot`); if it raises ImportError or RuntimeError
-    (no Qt, no display), the PNG is skipped and `on_warning` gets one line (default: printed to stderr).
+    pool_attacked for the protocol. `plot(rows, path, title)` draws the PNG (normally
+    `workbench.core.robustness.experiment_plot.save_experiment_plot`); if it raises ImportError or
+    RuntimeError (say, no matplotlib), the PNG is skipped and `on_warning` gets one line (default: printed
+    to stderr).
     """
     import csv
     import json
@@ -156,7 +217,7 @@ def write_experiment_outputs(result, out_dir, plot: Callable | None = None,
         try:
             files["png"] = Path(plot(result.rows, png, plot_title(result)))
         except (ImportError, RuntimeError) as exc:
-            (on_warning or _warn_on_stderr)(f"the plot {png.name} was not drawn (Qt could not start: {exc}); "
+            (on_warning or _warn_on_stderr)(f"the plot {png.name} was not drawn ({exc}); "
                                             "the CSV, JSON and Markdown reports are complete without it")
     files["md"] = out / f"{BASENAME}.md"
     with atomic_path(files["md"]) as tmp:

@@ -1,37 +1,19 @@
-"""FOL-guided fuzzing, RobOT's test generator (spec/robustness.md §6, checks in §10.7).
+"""FOL-guided fuzzing, RobOT's test generator.
 
-The algorithm (§6.1): from each seed x0 a FIFO queue starts as `[x0]` with `folMAX = 0`. Popping x
-applies two successive mutations, each a raw gradient-ascent step on
-`obj(x) = ‖∇_x J(x, ŷ)‖₂ − p_ŷ(x)` (ŷ = the model's prediction on x0):
-`x ← clip(x + lr·u·∇_x obj, 0, 1)` with one `u ~ U(0.5, 1.5)` per mutation. A mutant whose
-`fol = ‖∇_x J(x, ŷ)‖₂` beats `folMAX` while `‖x − x0‖₂/‖x0‖₂ < max_dist` is enqueued; one whose
-argmax differs from ŷ is recorded as a test with its ground-truth label. `∇_x obj` is a double
-backprop: the inner gradient is taken with `create_graph=True` over the summed batch loss (the sum
-trick, §2.4, hence eval mode) and the norm is `√(Σg² + 1e-20)` so it is differentiable at 0.
+Method: docs/methods/fuzzing-and-retraining.md#the-fuzzer.
 
-Defaults: 1,000 seeds, lr 0.1, max_dist 0.5 (the original's), and the workbench budgets of §6.2 —
-300 s wall clock, 200 mutations per seed, optionally a cap on the number of tests.
+From each seed x0 a FIFO queue of mutants grows by raw gradient-ascent steps on
+`obj(x) = ‖∇_x J(x, ŷ)‖₂ − p_ŷ(x)` (ŷ = the model's prediction on x0), two successive mutations per
+popped input. A mutant that raises the seed's folMAX while `‖x − x0‖₂/‖x0‖₂ < max_dist` is
+enqueued; one whose prediction differs from ŷ inside that bound is recorded as a test with the
+seed's ground-truth label. `∇_x obj` needs double backprop, hence eval mode.
 
-Deviations from the RobOT code, all from §6.2 unless noted:
-
-- The bound is respected: a flip is recorded only when `dist < max_dist` (and inside the ε-ball when
-  projecting). `compat=True` restores the original rule, any flip is recorded.
-- Seeds must also be classified correctly (ŷ = y), except in compat mode; the number dropped for
-  each reason (vanishing gradient, misclassified) is recorded.
-- Optional L∞ projection onto `{‖x − x0‖∞ ≤ ε} ∩ [0,1]` after every step (off by default).
-- Each test carries both FOL kinds: grad-L2 w.r.t. ŷ (the original's "fol") and FOL∞ with
-  (x0, ground truth y, ε), plus `inside_ball`, because without projection FOL∞ can be negative. ε is
-  therefore a required argument (the CLI passes the dataset default of §5.2).
-- Seeds are fuzzed as one batch, each with its own queue and folMAX; every step pops the head of
-  each live queue. `per_seed=True` runs them one after the other and gives the same tests: each seed
-  draws its u's from its own `numpy.random.default_rng([seed, seed_index])`, so the draws do not
-  depend on the batching. (The original draws from the global NumPy state.)
-- Mutation budget: a seed stops after `mutations_per_seed` mutations, even in the middle of a pair.
-  `stop_reason` is "time" or "max_tests" when a global budget ended the run, "mutations" when the
-  budget cut off at least one seed's search (`params` counts the seeds capped and exhausted), and
-  "exhausted" when every queue ran empty on its own.
-- A seed with ‖x0‖₂ = 0 (a blank image) has no finite relative distance; any change counts as
-  outside the bound.
+`fuzz` runs all seeds as one batch (each with its own queue, folMAX and random stream) under the
+workbench's budgets — 300 s, 200 mutations per seed, optionally a test count — and returns a
+`FuzzResult` carrying grad-L2 and FOL∞ for every test. How and why it departs from the RobOT code
+(recording rule, seed filter, optional ε-ball projection, stop reasons) is on the method page
+(#differences-from-the-robot-code); `compat=True` restores the original's recording rule and seed
+filter.
 """
 
 from __future__ import annotations
@@ -54,13 +36,14 @@ from workbench.core.robustness.scores import (
     per_input_loss,
     torch_module,
 )
+from workbench.core.sampling import seeded_sample
 
-#: A seed is "static" (dropped) when ‖∇_x J(x0, y) + 1e-20‖₂ is at most this (§6.1).
+#: A seed is "static" (dropped) when ‖∇_x J(x0, y) + 1e-20‖₂ is at most this.
 STATIC_GRAD_THRESHOLD = 1e-3
 NORM_EPS = 1e-20  # inside the square root of the objective's norm, so it is differentiable at 0
 BALL_TOL = 1e-6
 STOP_REASONS = ("exhausted", "mutations", "time", "max_tests")
-ATTACK_NAME = "fuzz"  # the `attack` of fuzzer tests when they join a candidate pool (§5.3)
+ATTACK_NAME = "fuzz"  # the `attack` of fuzzer tests when they join a candidate pool
 PARTIAL_INTERVAL_S = 0.25
 
 DOUBLE_BACKPROP_HINT = ("The model must support double backprop: avoid in-place ops and custom autograd "
@@ -91,7 +74,7 @@ class FuzzResult:
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """Arrays for a `testset` artifact: `x`, `y` (what test-set readers take), the per-test fields,
-        and `source_index`/`attack` so the tests can join a candidate pool (§5.3)."""
+        and `source_index`/`attack` so the tests can join a candidate pool."""
         out = {"x": self.images, "y": self.labels}
         out.update({k: getattr(self, k) for k in self.ARRAY_KEYS})
         out["source_index"] = self.seed_index
@@ -126,7 +109,7 @@ def _model_error(exc: Exception) -> WorkbenchError:
 
 
 def objective_gradient(model, x, yhat, loss_mode: str = "logits"):
-    """(∇_x obj, ‖∇_x J(x, ŷ)‖₂, argmax f(x)) per row for `obj = ‖∇_x J(x, ŷ)‖₂ − p_ŷ(x)` (§6.1).
+    """(∇_x obj, ‖∇_x J(x, ŷ)‖₂, argmax f(x)) per row for `obj = ‖∇_x J(x, ŷ)‖₂ − p_ŷ(x)`.
 
     One double backprop for the whole batch: the inner gradient of Σ_i J(x_i, ŷ_i) is taken with
     `create_graph=True` (rows independent in eval mode), the norm is `√(Σg² + 1e-20)`, and Σ_i obj_i
@@ -334,7 +317,7 @@ class _Fuzzer:
             self.n_tests += len(rec_rows)
 
     def pop_and_mutate(self, seeds) -> None:
-        """Pop each seed's queue head and apply the two successive mutations of §6.1."""
+        """Pop each seed's queue head and apply the two successive mutations."""
         import torch
 
         device = seeds[0].x0.device
@@ -397,15 +380,14 @@ def _select_seeds(split, n_seeds, seed, seed_indices):
         return idx
     if len(split) == 0:
         raise WorkbenchError("The split holds no inputs to fuzz.", "Choose a split with images.")
-    rng = np.random.default_rng(seed)
-    return rng.choice(len(split), size=min(n_seeds, len(split)), replace=False).astype(np.int64)
+    return seeded_sample(len(split), min(n_seeds, len(split)), seed, sort=False, always=True).astype(np.int64)
 
 
 def fuzz(ctx, model, split, *, eps: float, n_seeds: int = 1000, seed: int = 0, lr: float = 0.1,
          max_dist: float = 0.5, mutations_per_seed: int | None = 200, time_budget_s: float | None = 300.0,
          max_tests: int | None = None, project_linf: bool = False, compat: bool = False, batch_size: int = 256,
          seed_indices=None, per_seed: bool = False, loss_mode: str = "logits") -> FuzzResult:
-    """Run RobOT's FOL-guided fuzzer (§6) from seeds of `split` on `ctx.device`; returns its tests.
+    """Run RobOT's FOL-guided fuzzer from seeds of `split` on `ctx.device`; returns its tests.
 
     `eps` is the dataset's L∞ budget: it scores FOL∞ for every test and bounds the projection when
     `project_linf` is on. Seeds are `n_seeds` inputs drawn with `default_rng(seed)` (or `seed_indices`),

@@ -1,10 +1,13 @@
-"""The candidate pool: successful adversarials with every score selection needs (spec/robustness.md §5.3).
+"""The candidate pool: successful adversarials with every score selection needs.
+
+Method: docs/methods/fol-and-selection.md#candidate-pool.
 
 A pool is what FGSM and PGD (and the fuzzer) produced against one model, each candidate carrying
 its source index, attack, ground truth, both FOL kinds and the uncertainty scores. Pools are stored
 in a project as `testset` artifacts (arrays `x` and `y` plus the scores), so coverage, selection and
-retraining can all read them back. `holdout` splits off the checkpointing part of §7: grouped by
-source image, stratified by which attacks succeeded on it.
+retraining can all read them back. `holdout` splits off the checkpointing part
+(docs/methods/fuzzing-and-retraining.md#held-out-split): grouped by source image, stratified by
+which attacks succeeded on it.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from workbench.core.robustness.scores import UNCERTAINTY_SCORES, score_inputs
 
 #: Provenance keys the store adds (not how the pool was made), left out when a stored pool is read back.
 STORE_KEYS = ("kind", "role", "created", "versions")
-#: Per-candidate scores a pool carries (§5.3); `probs` (N×K) is kept too, for MCP.
+#: Per-candidate scores a pool carries; `probs` (N×K) is kept too, for MCP.
 SCORE_NAMES = ("fol_linf", "fosc_l2", "grad_l2", *UNCERTAINTY_SCORES)
 
 
@@ -78,7 +81,7 @@ class CandidatePool:
 
 def score_candidates(ctx, model, images, labels, x0, eps: float, loss_mode: str = "logits",
                      batch_size: int = 256) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """(scores, softmax probabilities) for candidates whose clean inputs are `x0` (§5.3)."""
+    """(scores, softmax probabilities) for candidates whose clean inputs are `x0`."""
     out = score_inputs(ctx, model, images, labels, x0=x0, eps=eps, loss_mode=loss_mode, batch_size=batch_size)
     probs = out.pop("probs_matrix")
     out.pop("params")
@@ -87,7 +90,7 @@ def score_candidates(ctx, model, images, labels, x0, eps: float, loss_mode: str 
 
 def build_pool(ctx, model, split, eps: float, attacks=ATTACKS, seed: int = 0, batch_size: int = 256,
                indices=None, loss_mode: str = "logits", what: str = "") -> CandidatePool:
-    """Attack `split` (or `indices` of it) with FGSM and PGD, keep the successes and score them (§5.3).
+    """Attack `split` (or `indices` of it) with FGSM and PGD, keep the successes and score them.
 
     FOL∞ uses the clean input and ground truth with the same ε that made the candidate, so FOL∞ ≥ 0
     for every candidate. An input can contribute one candidate per attack.
@@ -107,7 +110,7 @@ def build_pool(ctx, model, split, eps: float, attacks=ATTACKS, seed: int = 0, ba
 
 
 def merge_pools(first: CandidatePool, second: CandidatePool) -> CandidatePool:
-    """One pool from two (e.g. attacks and fuzzer tests); both must score FOL the same way (§5.3)."""
+    """One pool from two (e.g. attacks and fuzzer tests); both must score FOL the same way."""
     for key in ("eps", "loss_mode"):
         if first.params.get(key) != second.params.get(key):
             raise WorkbenchError(f"The two pools were scored with different {key} ({first.params.get(key)} and "
@@ -123,7 +126,7 @@ def merge_pools(first: CandidatePool, second: CandidatePool) -> CandidatePool:
 
 
 def holdout(pool: CandidatePool, fraction: float = 0.1, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """(selectable, held-out) pool indices: `fraction` of the source images held out for checkpointing (§7).
+    """(selectable, held-out) pool indices: `fraction` of the source images held out for checkpointing.
 
     Grouping by source image keeps both attack versions of an input on one side; stratifying by the
     set of attacks that succeeded on it keeps the FGSM/PGD mix of both sides alike.

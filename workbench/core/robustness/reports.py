@@ -17,6 +17,7 @@ import numpy as np
 from workbench.core.errors import WorkbenchError
 from workbench.core.robustness.attacks import check_eps, pgd, random_start
 from workbench.core.robustness.scores import check_finite_logits, fol_linf, input_gradients, torch_module
+from workbench.core.sampling import seeded_sample
 
 REPORT_SUBSET = 1000  # §8: the fixed seeded subset of test inputs re-attacked every round
 
@@ -25,7 +26,7 @@ def report_subset(n_test: int, size: int = REPORT_SUBSET, seed: int = 0) -> np.n
     """The seeded subset of test indices (ascending) that every report of a run attacks."""
     if size >= n_test:
         return np.arange(n_test)
-    return np.sort(np.random.default_rng(seed).choice(n_test, size, replace=False))
+    return seeded_sample(n_test, size, seed)
 
 
 def predictions(ctx, model, images: np.ndarray, batch_size: int = 1000) -> np.ndarray:

@@ -1,4 +1,6 @@
-"""Fine-tuning with selected tests (spec/robustness.md §7): presets, checkpointing, augmentation.
+"""Fine-tuning with selected tests: presets, checkpointing, augmentation.
+
+Method: docs/methods/fuzzing-and-retraining.md#retraining.
 
 Every run fine-tunes a *copy* of the given model on the clean training set ∪ the added tests (with
 their ground-truth labels), reshuffled every epoch with a seeded generator, so runs are independent
@@ -34,7 +36,7 @@ CHECKPOINT_MODES = {
 
 @dataclass(frozen=True)
 class RetrainPreset:
-    """Optimiser and schedule of one §7 preset."""
+    """Optimiser and schedule of one retraining preset (docs/methods/fuzzing-and-retraining.md#presets)."""
 
     name: str
     epochs: int
@@ -57,7 +59,7 @@ PRESETS = {
                                  plateau=True, augment=True,
                                  budgets_code=tuple(500 * k for k in (2, 4, 8, 12, 20))),
 }
-#: The default budget grid, % of the pool (§7).
+#: The default budget grid, % of the pool.
 BUDGET_GRID = (0.5, 1, 1.5, 2, 3, 4, 5, 6, 8, 10)
 
 
@@ -118,7 +120,7 @@ def _accuracy_and_loss(module, x, y, batch_size: int = 1000) -> tuple[float, flo
 def fine_tune(ctx, model: LoadedModel, train, added_images=None, added_labels=None, preset: str = "robot-mnist",
               seed: int = 0, checkpoint_set=None, checkpoint_mode: str = "clean", epochs: int | None = None,
               lr: float | None = None) -> RetrainResult:
-    """Fine-tune a copy of `model` on `train` (a `Split`) ∪ the added tests, per `preset` (§7).
+    """Fine-tune a copy of `model` on `train` (a `Split`) ∪ the added tests, per `preset`.
 
     `checkpoint_set` is (images, labels) for `clean` and `paper` mode; `last` needs none. Partial
     results are the history rows, one per epoch.

@@ -1,4 +1,5 @@
-"""Retraining experiments and convergence runs stored in a project, with every setting (§7–§9).
+"""Retraining experiments and convergence runs stored in a project, with every setting
+(docs/methods/fuzzing-and-retraining.md#the-robot-experiment and #convergence-loop).
 
 A run is a list of flat rows (one per retraining run or per round). The artifact holds each numeric
 or text column as an array, for HDF5 readers, and the rows themselves in its provenance, so the

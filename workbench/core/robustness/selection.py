@@ -1,4 +1,4 @@
-"""Test selection from a candidate pool (spec/robustness.md §4).
+"""Test selection from a candidate pool (docs/methods/fol-and-selection.md#selection-strategies).
 
 Strategies: BE-ST, KM-ST, DeepGini top-n, random, MCP, the ICSE artifact's KM-ST variant
 (`kmst_legacy`) and a coverage-guided baseline (`coverage_greedy`, with `neuron_coverage_items` to
@@ -20,7 +20,7 @@ import numpy as np
 
 from workbench.core.errors import WorkbenchError
 
-KMST_DEFAULT_SECTIONS = 4  # the Testing4AI rewrite's k (§4); QuoTe used 100
+KMST_DEFAULT_SECTIONS = 4  # the Testing4AI rewrite's k; QuoTe used 100
 
 
 @dataclass
@@ -77,7 +77,8 @@ def _prepare(scores, budget, name: str):
 def be_st(fol, budget, compat: bool = False) -> Selection:
     """BE-ST: the ⌊n/2⌋ lowest and ⌈n/2⌉ highest FOL (stable ascending sort, ties to the lower index).
 
-    `compat=True` reproduces the RobOT code's n//2 from each end (n − 1 items for odd n, §4).
+    `compat=True` reproduces the RobOT code's n//2 from each end (n − 1 items for odd n;
+    docs/methods/fol-and-selection.md#be-st).
     """
     valid, values, n, nan_count = _prepare(fol, budget, "BE-ST")
     order = valid[np.argsort(values, kind="stable")]
@@ -88,7 +89,7 @@ def be_st(fol, budget, compat: bool = False) -> Selection:
 
 
 def kmst_sections(values: np.ndarray, k: int, lo: float | None = None) -> tuple[np.ndarray, float, float]:
-    """Section number of each value over [lo, hi] cut into k equal widths, the last closed at hi (§4).
+    """Section number of each value over [lo, hi] cut into k equal widths, the last closed at hi.
 
     `lo` defaults to `min(0, min values)`, `hi` is `max values`; if hi = lo everything is section 0.
     """
@@ -105,7 +106,8 @@ def kmst_sections(values: np.ndarray, k: int, lo: float | None = None) -> tuple[
 
 
 def km_st(fol, budget, k: int = KMST_DEFAULT_SECTIONS, seed: int = 0, lo: float | None = None) -> Selection:
-    """KM-ST: quota ⌊n/k⌋ per FOL section, then a top-up without replacement (§4).
+    """KM-ST: quota ⌊n/k⌋ per FOL section, then a top-up without replacement
+    (docs/methods/fol-and-selection.md#km-st).
 
     Random draws are pinned: one `numpy.random.default_rng(seed)`; sections in ascending order, each
     with at least q members drawing `rng.choice(members, q, replace=False)` over its members in
@@ -158,7 +160,8 @@ def random_select(scores_or_size, budget, seed: int = 0) -> Selection:
 
 
 def mcp(probs, budget) -> Selection:
-    """MCP (Shen et al., ASE 2020): balanced selection over (top-1, top-2) class-pair buckets (§4).
+    """MCP (Shen et al., ASE 2020): balanced selection over (top-1, top-2) class-pair buckets
+    (docs/methods/fol-and-selection.md#mcp).
 
     Priority inside a bucket is `p_(2)/p_(1)` (closer to the decision boundary first; ties to the
     lower index). While the remaining budget covers every non-empty bucket, each bucket gives its
@@ -200,7 +203,8 @@ KMST_LEGACY_BLOCKS = 1000  # the ICSE artifact's k
 
 
 def kmst_legacy(fol, budget, blocks: int = KMST_LEGACY_BLOCKS, seed: int = 0) -> Selection:
-    """KM-ST as the ICSE artifact does it: whole equal-count FOL rank blocks drawn at random (§4).
+    """KM-ST as the ICSE artifact does it: whole equal-count FOL rank blocks drawn at random
+    (docs/methods/fol-and-selection.md#km-st-legacy).
 
     The valid candidates are ranked by a stable ascending sort of FOL (ties to the lower index) and
     cut into k = min(blocks, N) blocks of w = ⌊N/k⌋ consecutive ranks; block b holds ranks
@@ -364,8 +368,8 @@ def neuron_coverage_items(ctx, model, layer, images, threshold: float = 0.0, bat
                           point: str = "post", scaling: str = "layer_elements") -> np.ndarray:
     """(N, neurons) bool: which NC neurons each image covers, for `coverage_greedy`.
 
-    The neuron definition is our NC criterion's (`workbench.core.coverage.neuron.NC`, spec
-    importance-and-coverage §3.2): per input and layer the values are min-max scaled (`scaling`,
+    The neuron definition is our NC criterion's (`workbench.core.coverage.neuron.NC`,
+    docs/methods/classic-criteria.md#nc): per input and layer the values are min-max scaled (`scaling`,
     default the whole layer tensor, then channel means for conv layers) and a neuron is covered when
     its scaled value exceeds `threshold`; an input whose layer is constant covers nothing there.
     `layer` is a layer name or a list of them (neurons numbered in that order); activations are
@@ -422,7 +426,8 @@ STRATEGIES = {
     "coverage-greedy": "Coverage-guided: greedy additional neuron coverage, restarted once saturated",
     "kmst-legacy": "KM-ST as in the ICSE artifact: whole blocks drawn at random from 1,000 equal-count FOL rank blocks",
 }
-#: The FOL kinds a FOL strategy can rank by; one kind for the whole pool, never mixed (§2.3, §5.3).
+#: The FOL kinds a FOL strategy can rank by; one kind for the whole pool, never mixed
+#: (docs/methods/fol-and-selection.md#grad-l2).
 FOL_KINDS = ("fol_linf", "grad_l2", "fosc_l2")
 #: Score keys whose arrays run over the pool (their lengths must agree).
 POOL_KEYS = FOL_KINDS + ("deepgini", "probs", "covers", "margin", "least_confidence", "entropy")

@@ -4,37 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from workbench.gui.widgets.robustness_curves import Series
+# The experiment's curves are computed in the core (the headless report draws them too); imported
+# here so the views keep finding them beside the other Robustness-view helpers.
+from workbench.core.robustness.experiment_report import (ROW_METRICS, STRATEGY_TITLES, Series,  # noqa: F401
+                                                         experiment_series, strategy_title)
 
-STRATEGY_TITLES = {"be-st": "BE-ST", "km-st": "KM-ST", "deepgini": "DeepGini", "random": "random", "mcp": "MCP",
-                   "coverage-greedy": "coverage-greedy", "kmst-legacy": "KM-ST (legacy)"}
-#: Row field → (curve metric, scale): accuracies are drawn in %.
-ROW_METRICS = {"static_ae_accuracy": ("static", 100.0), "adaptive_robust_accuracy": ("adaptive", 100.0),
-               "clean_accuracy": ("clean", 100.0), "fol_mean": ("fol", 1.0)}
 CONVERGENCE_SERIES = "all successes"
-
-
-def strategy_title(name: str) -> str:
-    return STRATEGY_TITLES.get(name, name)
-
-
-def experiment_series(rows: list[dict], running: bool = False) -> list[Series]:
-    """Mean ± sd over seeds of every metric, per strategy, against the budget (% of the selectable pool)."""
-    groups: dict[tuple[str, str], list[dict]] = {}
-    for row in rows:
-        if "strategy" in row:
-            groups.setdefault((row["strategy"], row["budget"]), []).append(row)
-    series = []
-    for strategy in dict.fromkeys(s for s, _ in groups):
-        budgets = [b for s, b in groups if s == strategy]
-        x = [float(np.mean([r["budget_percent"] for r in groups[strategy, b]])) for b in budgets]
-        seeds = max(len(groups[strategy, b]) for b in budgets)
-        for field, (metric, scale) in ROW_METRICS.items():
-            values = [[scale * r[field] for r in groups[strategy, b] if r.get(field) is not None] for b in budgets]
-            mean = [float(np.mean(v)) if v else np.nan for v in values]
-            sd = [float(np.std(v, ddof=1)) if len(v) > 1 else np.nan for v in values]
-            series.append(Series(strategy_title(strategy), metric, x, mean, sd, running=running, seeds=seeds))
-    return series
 
 
 def convergence_series(rows: list[dict], running: bool = False, title: str = CONVERGENCE_SERIES) -> list[Series]:

@@ -15,7 +15,7 @@ appends one point to a running series (live updates); `finish(strategy)` marks i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +24,7 @@ from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
 
+from workbench.core.robustness.experiment_report import Series
 from workbench.gui.colors import CLASS_PALETTE
 from workbench.gui.widgets.empty_state import fill, headed_stack
 from workbench.gui.widgets.export import ExportButton
@@ -68,33 +69,6 @@ def strategy_color(name: str, taken: Iterable[str] = ()) -> QColor:
     others = [t for t in dict.fromkeys(taken) if t.lower() not in {k.lower() for k in STRATEGY_COLORS}]
     position = others.index(name) if name in others else len(others)
     return QColor(CLASS_PALETTE[_SPARE_COLORS[position % len(_SPARE_COLORS)]])
-
-
-@dataclass
-class Series:
-    """One strategy's values of one metric: mean (and sd over `seeds` runs) at each x.
-
-    Accuracies are in % (0–100); `sd` None or NaN draws no band; `running` draws the line dashed.
-    """
-
-    strategy: str
-    metric: str
-    x: Sequence[float]
-    mean: Sequence[float]
-    sd: Sequence[float] | None = None
-    running: bool = False
-    seeds: int = 1
-
-    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """x, mean and sd as float arrays sorted by x (sd NaN where unknown)."""
-        x = np.asarray(self.x, dtype=np.float64).ravel()
-        mean = np.asarray(self.mean, dtype=np.float64).ravel()
-        sd = np.full(len(x), np.nan) if self.sd is None else np.asarray(self.sd, dtype=np.float64).ravel()
-        if not len(x) == len(mean) == len(sd):
-            raise ValueError(f"{self.strategy} / {self.metric}: x, mean and sd differ in length "
-                             f"({len(x)}, {len(mean)}, {len(sd)})")
-        order = np.argsort(x, kind="stable")
-        return x[order], mean[order], sd[order]
 
 
 class RobustnessCurves(QWidget):

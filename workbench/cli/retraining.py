@@ -13,26 +13,34 @@ import sys
 import time
 from pathlib import Path
 
-from workbench.cli_robustness_common import (
+from workbench.cli.common import (
     ProjectTarget,
-    check_checkpoint_and_preset,
+    add_common,
+    add_loading,
+    add_model_data,
     check_creatable,
-    check_pool_dataset,
-    check_pool_model,
     check_positive,
     command_line,
     dataset_key,
     emit,
     error,
     load_model_and_data,
+    parse_list,
+    run_job,
+    say,
+)
+from workbench.cli.robustness_options import (
+    add_eps,
+    add_grid_options,
+    add_report,
+    check_checkpoint_and_preset,
+    check_pool_dataset,
+    check_pool_model,
     load_pool,
     parse_budget,
-    parse_list,
     parse_seeds,
     parse_strategies,
     resolve_eps,
-    run_job,
-    say,
 )
 from workbench.core.robustness.experiment_report import (
     OPTIMISTIC_LABEL,
@@ -44,7 +52,54 @@ from workbench.core.robustness.experiment_report import (
     write_experiment_outputs,
 )
 
+
+def add_parsers(sub) -> None:
+    rt = sub.add_parser("retrain", help="select from the training-set pool, fine-tune, and report static AE, "
+                                        "adaptive robust and clean accuracy (the RobOT protocol)")
+    add_model_data(rt)
+    add_grid_options(rt, strategies=None, budgets=None)
+    rt.add_argument("--pool", metavar="NAME", help="use this candidate pool of --project instead of attacking the "
+                                                   "training set")
+    rt.add_argument("--out", metavar="MODEL.pt", help="save the retrained model (exactly one run)")
+    rt.add_argument("--name", help="name of the run stored with --project")
+    add_loading(rt)
+    add_common(rt)
+
+    cv = sub.add_parser("converge", help="rounds of attack and cumulative fine-tuning until static AE accuracy "
+                                         "reaches the requirement; the FOL curve per round")
+    add_model_data(cv)
+    cv.add_argument("--rounds", type=int, default=20, help="at most this many rounds (default 20)")
+    cv.add_argument("--requirement", type=float, default=0.8, help="static AE accuracy to reach (default 0.8)")
+    cv.add_argument("--epochs", type=int, default=5, help="fine-tuning epochs per round (default 5)")
+    cv.add_argument("--strategy", metavar="S", help="select from each round's pool with this strategy (needs "
+                                                    "--budget; default: every success)")
+    cv.add_argument("--budget", metavar="B", help="a count or a percentage of each round's pool")
+    cv.add_argument("--pool-inputs", type=int, metavar="N", help="attack a seeded sample of N training inputs per round")
+    cv.add_argument("--plateau-stop", action="store_true", help="stop when the mean FOL∞ stops changing")
+    add_eps(cv)
+    add_report(cv)
+    cv.add_argument("--name", help="name of the run stored with --project")
+    add_loading(cv)
+    add_common(cv)
+
+    ex = sub.add_parser("experiment", help="a whole protocol: `experiment robot` runs the RobOT grid of "
+                                           "strategies × budgets × seeds")
+    protocols = ex.add_subparsers(dest="protocol")
+    robot = protocols.add_parser("robot", help="RobOT: BE-ST and KM-ST against DeepGini and random selection")
+    add_model_data(robot, data_default="fashion-mnist", model_default="lenet5-fashion")
+    add_grid_options(robot, strategies="be-st,km-st,deepgini,random", budgets="1%,2%,4%")
+    robot.add_argument("--out", metavar="DIR", help="folder for robot_experiment.csv/.md/.json/.png (default "
+                                                    "robot-experiment, or experiments/robot in --project)")
+    robot.add_argument("--name", help="name of the run stored with --project")
+    add_loading(robot)
+    add_common(robot)
+    rt.set_defaults(handler=cmd_retrain)
+    cv.set_defaults(handler=cmd_converge)
+    ex.set_defaults(handler=cmd_experiment)
+
+
 # --- retrain ----------------------------------------------------------------------------------------------
+
 
 def _row_line(row: dict) -> str:
     return (f"{row['strategy']} {row['budget']} seed {row['seed']}: {row['selected']:,} selected, static AE "
@@ -215,6 +270,7 @@ def _save_retrained(args, tuned, model, dataset, row: dict, params: dict) -> str
 
 # --- converge ---------------------------------------------------------------------------------------------
 
+
 def _round_line(row: dict) -> str:
     extra = f", pool {row['pool_size']:,}, selected {row['selected']:,}" if "pool_size" in row else ""
     return (f"round {row['round']}: static AE {pct(row.get('static_ae_accuracy'))}, adaptive robust "
@@ -290,6 +346,7 @@ def cmd_converge(args) -> int:
 
 # --- experiment robot -------------------------------------------------------------------------------------
 
+
 def cmd_experiment(args) -> int:
     if args.protocol != "robot":
         raise error("Name the protocol to run.", "Use `workbench experiment robot`.")
@@ -333,7 +390,7 @@ def cmd_experiment_robot(args) -> int:
                                             else f"all {len(dataset.split('train')):,} training inputs"),
                           "command": command_line(args)})
     # The GUI's renderer imports Qt only when it draws; without Qt the report is written without the PNG.
-    from workbench.gui.experiment_plot import save_experiment_plot
+    from workbench.core.robustness.experiment_plot import save_experiment_plot
 
     warnings: list[str] = []
     files = write_experiment_outputs(result, out_dir, plot=save_experiment_plot, on_warning=warnings.append)

@@ -1,51 +1,53 @@
-"""What the robustness commands share: option parsing and checks, the --project target, pools read
-and written, the job runner and the output (see `cli_robustness` for the commands themselves).
-
-Every check here raises a `WorkbenchError` (via `error`) before any work starts, so bad input ends
-in a clear message and exit 2 with nothing written.
+"""What the robustness commands share: their options (ε, report subset, the retraining grid), the
+pools they read and write, and the checks of strategies, budgets, seeds and presets.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import shlex
-import sys
-from pathlib import Path
 
-import numpy as np
+from workbench.cli.common import check_positive, dataset_key, error, parse_list
 
 GRAD_L2_LABEL = "grad-L2 (RobOT fuzzer FOL)"
 FOL_LABEL = "FOL∞ (FOSC)"
-#: Strategies that can run on a candidate pool's own scores (coverage-greedy needs neuron coverage).
 POOL_STRATEGIES = ("be-st", "km-st", "deepgini", "random", "mcp", "kmst-legacy")
 FOL_STRATEGIES = ("be-st", "km-st", "kmst-legacy")
 
 
-def error(message: str, hint: str = ""):
-    from workbench.core.errors import WorkbenchError
-
-    return WorkbenchError(message, hint)
-
-
-def command_line(args) -> str:
-    return "workbench " + " ".join(shlex.quote(a) for a in args.argv)
+def add_eps(p) -> None:
+    p.add_argument("--eps", metavar="E", help="L∞ attack budget in (0, 1], e.g. 0.1 or 8/255 (default: the "
+                                              "dataset's: mnist 0.3, fashion-mnist 0.1, svhn 8/255, cifar10 0.01)")
+    p.add_argument("--eps-preset", metavar="PRESET",
+                   help="a named budget instead of --eps: robot-mnist-eps (0.3) or cifar10-8/255")
 
 
-def load_model_and_data(args):
-    """(model, dataset), checked to fit each other."""
-    from workbench.core.dataset_registry import load_dataset
-    from workbench.core.model_io import load_model
-    from workbench.core.training import check_compatible
-
-    model = load_model(args.model, arch=args.arch, trust=args.trust_file)
-    dataset = load_dataset(args.data, download=args.download)
-    check_compatible(model, dataset)
-    return model, dataset
+def add_report(p) -> None:
+    p.add_argument("--report-inputs", type=int, default=1000, metavar="N",
+                   help="seeded subset of test inputs the adaptive PGD attack and the FOL curve use (default 1000)")
 
 
-def dataset_key(dataset) -> str:
-    return dataset.recipe.get("name", dataset.name)
+def add_grid_options(p, strategies: str | None, budgets: str | None) -> None:
+    if strategies:
+        p.add_argument("--strategies", default=strategies, metavar="LIST", help=f"comma-separated (default {strategies})")
+    else:
+        p.add_argument("--strategy", required=True, metavar="LIST", help="strategy or comma-separated strategies: "
+                                                                         "be-st, km-st, deepgini, random, mcp")
+    if budgets:
+        p.add_argument("--budgets", default=budgets, metavar="LIST", help="percentages of the pool or counts (default "
+                                                                         + budgets.replace("%", "%%") + ")")
+    else:
+        p.add_argument("--budget", required=True, metavar="LIST",
+                       help="budget(s): percentages of the pool or counts, e.g. 1%%,2%%")
+    p.add_argument("--seeds", metavar="LIST", help="comma-separated seeds, the same for every strategy "
+                                                   + ("(default 0,1,2; --seed N alone runs seed N)" if strategies
+                                                      else "(default: --seed)"))
+    p.add_argument("--preset", default="robot-mnist", help="robot-mnist (default) or robot-cifar")
+    p.add_argument("--epochs", type=int, metavar="N", help="fine-tuning epochs (default: the preset's)")
+    p.add_argument("--checkpoint", default="clean", help="clean (best epoch on a held-out part of the pool, default) "
+                                                         "or paper (best epoch on fp_test: optimistic)")
+    p.add_argument("--pool-inputs", type=int, metavar="N", help="attack a seeded sample of N training inputs")
+    add_eps(p)
+    add_report(p)
 
 
 def parse_eps(text) -> float:
@@ -97,80 +99,6 @@ def check_loss_mode(mode: str) -> str:
     return mode
 
 
-def check_positive(option: str, value, allow_none: bool = True) -> None:
-    if value is None and allow_none:
-        return
-    if value is None or not value > 0 or (isinstance(value, float) and not math.isfinite(value)):
-        raise error(f"{option} must be positive; got {value}.", f"Pass {option} 1 or more.")
-
-
-def seeded_indices(n: int, k: int | None, seed: int):
-    """A seeded sample of k indices of n, ascending; None for all of them."""
-    if k is None or k >= n:
-        return None
-    return np.sort(np.random.default_rng(seed).choice(n, k, replace=False))
-
-
-def stats(values) -> dict:
-    """Summary of a score vector (finite values only): n, mean, sd, min, quantiles, max."""
-    v = np.asarray(values, dtype=np.float64).reshape(-1)
-    finite = v[np.isfinite(v)]
-    keys = ("mean", "sd", "min", "q05", "q25", "median", "q75", "q95", "max")
-    if not finite.size:
-        return {"n": 0, "nonfinite": int(v.size), **{k: None for k in keys}}
-    q = np.quantile(finite, [0.05, 0.25, 0.5, 0.75, 0.95])
-    return {"n": int(finite.size), "nonfinite": int(v.size - finite.size), "mean": float(finite.mean()),
-            "sd": float(finite.std()), "min": float(finite.min()), "q05": float(q[0]), "q25": float(q[1]),
-            "median": float(q[2]), "q75": float(q[3]), "q95": float(q[4]), "max": float(finite.max())}
-
-
-def stats_line(label: str, s: dict) -> str:
-    if not s["n"]:
-        return f"{label}: no finite values"
-    return (f"{label}: mean {s['mean']:.4g}, median {s['median']:.4g} (q05 {s['q05']:.4g}, q25 {s['q25']:.4g}, "
-            f"q75 {s['q75']:.4g}, q95 {s['q95']:.4g}), min {s['min']:.4g}, max {s['max']:.4g}")
-
-
-class ProjectTarget:
-    """The --project folder: an existing project opened (and checked writable) now, a new one created only
-    when results are stored, so a failed or cancelled run leaves no project behind."""
-
-    def __init__(self, folder: str | None, required: bool = False, what: str = "", write: bool = True):
-        from workbench.core.project import SETTINGS, Project
-
-        self.folder = Path(folder) if folder else None
-        self.project = None
-        if self.folder is None:
-            if required:
-                raise error(f"{what} needs a project.", "Pass --project DIR (the project holding the pool).")
-            return
-        if (self.folder / SETTINGS).exists() or required:
-            self.project = Project.open(self.folder)
-            if write:
-                self.project.ensure_writable()
-        elif write:
-            check_creatable(self.folder)
-
-    def __bool__(self) -> bool:
-        return self.folder is not None
-
-    def open(self, dataset_key: str):
-        from workbench.core.project import Project
-
-        if self.project is None:
-            self.project = Project.create(self.folder, dataset_key)
-        return self.project
-
-
-def check_creatable(path: Path) -> None:
-    """Refuse now, before the work, a folder that could not be created or written later."""
-    parent = path
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK):
-        raise error(f"Cannot write to {path}: {parent} is not a writable folder.", "Choose a folder you can write to.")
-
-
 def save_pool(project, name: str, pool, **how) -> str:
     """Store `pool` in `project` under `name` (core `save_pool`); returns the name."""
     from workbench.core.robustness import pool as pools
@@ -204,15 +132,6 @@ def check_pool_dataset(pool, dataset, name: str) -> None:
     if stored and stored != dataset_key(dataset):
         raise error(f"Pool {name!r} was made from dataset {stored!r}, not {dataset_key(dataset)!r}.",
                     f"Pass --data {stored}.")
-
-
-def parse_list(text: str, option: str) -> list[str]:
-    items = [t.strip() for t in str(text).split(",") if t.strip()]
-    if not items:
-        raise error(f"{option} names nothing.", f"Give {option} as a comma-separated list.")
-    if len(set(items)) != len(items):
-        raise error(f"{option} names an item twice: {text!r}.", "Name each once.")
-    return items
 
 
 def parse_strategies(text: str, option: str, with_model: bool = False) -> list[str]:
@@ -277,33 +196,3 @@ def check_checkpoint_and_preset(args) -> None:
     check_positive("--epochs", args.epochs)
     check_positive("--pool-inputs", args.pool_inputs)
     check_positive("--report-inputs", args.report_inputs, allow_none=False)
-
-
-def say(holder: dict, text: str, file=None) -> None:
-    """Print a line while a job runs: the progress bar is cleared first (it comes back with the next step)."""
-    if holder.get("bar") is not None:
-        holder["bar"].close()
-    print(text, file=file or sys.stdout, flush=True)
-
-
-def run_job(args, job, on_partial=None, holder: dict | None = None):
-    """Run `job(ctx)` with the terminal progress bar; the last moment to cancel is before anything is written."""
-    from workbench.cli import _context
-
-    ctx, bar = _context(args, on_partial)
-    if holder is not None:
-        holder["bar"] = bar
-    try:
-        result = job(ctx)
-        ctx.check()
-    finally:
-        bar.close()
-    return result, str(ctx.device)
-
-
-
-def emit(args, result: dict, text: str) -> None:
-    """Print `result` as JSON with --json, else `text`."""
-    from workbench.cli import _emit
-
-    _emit(args, result, text)

@@ -13,35 +13,113 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench.cli_robustness_common import (
-    FOL_LABEL,
-    FOL_STRATEGIES,
-    GRAD_L2_LABEL,
+from workbench.cli.common import (
     ProjectTarget,
+    add_common,
+    add_loading,
+    add_model_data,
     check_creatable,
-    check_loss_mode,
-    check_pool_dataset,
-    check_pool_model,
     check_positive,
     command_line,
     dataset_key,
     emit,
     error,
     load_model_and_data,
-    load_pool,
-    parse_budget,
     parse_list,
-    parse_strategies,
-    resolve_eps,
     run_job,
-    save_pool,
-    seeded_indices,
     stats,
     stats_line,
 )
+from workbench.cli.robustness_options import (
+    FOL_LABEL,
+    FOL_STRATEGIES,
+    GRAD_L2_LABEL,
+    add_eps,
+    check_loss_mode,
+    check_pool_dataset,
+    check_pool_model,
+    load_pool,
+    parse_budget,
+    parse_strategies,
+    resolve_eps,
+    save_pool,
+)
 from workbench.core.robustness.experiment_report import pct
+from workbench.core.sampling import seeded_sample
+
+
+def add_parsers(sub) -> None:
+    att = sub.add_parser("attack", help="FGSM/PGD candidate pool of a split: successes per attack, FOL∞ and "
+                                        "grad-L2 of every successful adversarial")
+    add_model_data(att)
+    att.add_argument("--split", default="train", help="split to attack (default train)")
+    add_eps(att)
+    att.add_argument("--attacks", default="fgsm,pgd", metavar="LIST", help="comma-separated: fgsm, pgd (default both)")
+    att.add_argument("--max-inputs", type=int, metavar="N", help="attack a seeded sample of N inputs of the split")
+    att.add_argument("--loss-mode", default="logits", help="logits (default) or keras_compat")
+    att.add_argument("--batch-size", type=int, default=256)
+    att.add_argument("--name", help="name of the pool stored with --project "
+                                    "(default pool-<model>-<split>-eps<E>)")
+    add_loading(att)
+    add_common(att)
+
+    fol = sub.add_parser("fol", help="first-order loss per input: FOL∞ and grad-L2 (RobOT fuzzer FOL), with "
+                                     "quantiles and an optional per-input CSV")
+    add_model_data(fol)
+    fol.add_argument("--testset", metavar="NAME", help="a project test set (a stored pool uses its own clean "
+                                                       "inputs), a split of --data, or a dataset name or path")
+    fol.add_argument("--split", help="split of --data to score (default test)")
+    fol.add_argument("--attack", default="none", help="none (x' = x0, so FOL∞ = ε‖g‖₁), fgsm or pgd (default none)")
+    add_eps(fol)
+    fol.add_argument("--loss-mode", help="logits or keras_compat (default logits, or a stored pool's)")
+    fol.add_argument("--max-inputs", type=int, metavar="N", help="score a seeded sample of N inputs")
+    fol.add_argument("--batch-size", type=int, default=256)
+    fol.add_argument("--out", metavar="CSV", help="write the per-input values to this CSV file")
+    add_loading(fol)
+    add_common(fol)
+
+    sel = sub.add_parser("select", help="select tests from a stored candidate pool (BE-ST, KM-ST, DeepGini, "
+                                        "random, MCP) and store them as a new test set")
+    sel.add_argument("--pool", required=True, metavar="NAME", help="candidate pool stored in --project")
+    sel.add_argument("--strategy", required=True, metavar="S", help="be-st, km-st, deepgini, random, mcp or "
+                                                                     "kmst-legacy")
+    sel.add_argument("--budget", required=True, metavar="B", help="a count, or a percentage of the pool like 5%%")
+    sel.add_argument("--fol-kind", metavar="KIND", help="FOL the FOL strategies rank by: fol_linf (default), "
+                                                        "grad_l2 or fosc_l2")
+    sel.add_argument("--k", type=int, metavar="K", help="sections of KM-ST (default 4)")
+    sel.add_argument("--compat", action="store_true", help="BE-ST as in the RobOT code (n−1 tests for odd n)")
+    sel.add_argument("--name", help="name of the new test set (default <pool>-<strategy>-<budget>)")
+    add_common(sel)
+
+    fz = sub.add_parser("fuzz", help="RobOT's FOL-guided fuzzer: tests that flip the model's label near seed "
+                                     "inputs, with both FOL kinds")
+    add_model_data(fz)
+    fz.add_argument("--split", default="train", help="split the seeds are drawn from (default train)")
+    fz.add_argument("--seeds", type=int, default=1000, metavar="N", help="seed inputs drawn (default 1000)")
+    fz.add_argument("--time-budget", type=float, default=300.0, metavar="S", help="wall-clock seconds (default 300)")
+    fz.add_argument("--mutations", type=int, default=200, metavar="N", help="mutations per seed (default 200)")
+    fz.add_argument("--max-tests", type=int, metavar="N", help="stop after N tests")
+    fz.add_argument("--lr", type=float, default=0.1, help="mutation step size (default 0.1)")
+    fz.add_argument("--max-dist", type=float, default=0.5, help="bound on ‖x − x0‖₂/‖x0‖₂ (default 0.5)")
+    fz.add_argument("--project-linf", action="store_true", help="project every mutant onto the ε-ball around its seed")
+    add_eps(fz)
+    fz.add_argument("--compat", action="store_true", help="the original's recording rule and seed filter")
+    fz.add_argument("--loss-mode", default="logits", help="logits (default) or keras_compat")
+    fz.add_argument("--batch-size", type=int, default=256)
+    fz.add_argument("--name", help="name of the test set stored with --project (default fuzz-<model>-<split>)")
+    fz.add_argument("--join-pool", metavar="NAME", help="also score the tests as candidates and store them merged "
+                                                        "with this pool of --project")
+    fz.add_argument("--merged-name", metavar="NAME", help="name of the merged pool (default <pool>+<name>)")
+    add_loading(fz)
+    add_common(fz)
+    att.set_defaults(handler=cmd_attack)
+    fol.set_defaults(handler=cmd_fol)
+    sel.set_defaults(handler=cmd_select)
+    fz.set_defaults(handler=cmd_fuzz)
+
 
 # --- attack -----------------------------------------------------------------------------------------------
+
 
 def cmd_attack(args) -> int:
     from workbench.core.robustness.attacks import ATTACKS
@@ -59,7 +137,7 @@ def cmd_attack(args) -> int:
     check_positive("--max-inputs", args.max_inputs)
     check_positive("--batch-size", args.batch_size, allow_none=False)
     target = ProjectTarget(args.project)
-    indices = seeded_indices(len(split), args.max_inputs, args.seed)
+    indices = seeded_sample(len(split), args.max_inputs, args.seed)
     key = dataset_key(dataset)
     name = args.name or f"pool-{model.name}-{args.split}-eps{eps:g}"
 
@@ -104,12 +182,12 @@ def cmd_attack(args) -> int:
 
 # --- fol --------------------------------------------------------------------------------------------------
 
+
 def _fol_source(args, dataset, project):
-    """What `fol` scores: {"kind": "split"|"pool"|"testset", "name", "split" (a Split), "x_adv" (pre-made
+    """What `fol` scores: {"kind": "split"|"pool"|"testset", "name", "split" (a test set), "x_adv" (pre-made
     inputs, for a stored pool), "x0", "eps", "loss_mode"}. A stored pool or fuzzer test set with a
     source index scores its own inputs against their clean inputs of the split it came from."""
-    from workbench.cli import _resolve_testset
-    from workbench.core.data import Split, as_image_array, as_labels
+    from workbench.core.testsets import resolve
 
     if args.testset and args.split:
         raise error("--testset and --split both name what to score.", "Give one of them.")
@@ -117,35 +195,21 @@ def _fol_source(args, dataset, project):
     if not args.testset:
         name = args.split or "test"
         return {"kind": "split", "name": f"{key}:{name}", "split": dataset.split(name)}
-    entry = next((t for t in project.testsets if t["name"] == args.testset), None) if project else None
-    if entry and entry.get("artifact"):
-        artifact = project.load_artifact(entry["artifact"])
-        images = next((k for k in ("x", "images") if k in artifact.names), None)
-        labels = next((k for k in ("y", "labels") if k in artifact.names), None)
-        if images is None:
-            raise error(f"Test set {args.testset!r} of the project holds no images.", "Choose a test set with images.")
-        if labels is None:
-            raise error(f"Test set {args.testset!r} of the project holds no labels.",
-                        "FOL needs the ground-truth label of every input (an array y).")
-        x = as_image_array(artifact[images], f"test set {args.testset!r}")
-        y = as_labels(artifact[labels], dataset.num_classes, f"test set {args.testset!r} labels")
-        how = artifact.provenance
-        if "source_index" in artifact.names and how.get("split"):
-            if how.get("dataset") and how["dataset"] != key:
-                raise error(f"Test set {args.testset!r} was made from dataset {how['dataset']!r}, not {key!r}.",
-                            f"Pass --data {how['dataset']}.")
-            origin = dataset.split(how["split"])
-            source = np.asarray(artifact["source_index"], dtype=np.int64)
-            if len(source) != len(y) or (len(source) and (source.min() < 0 or source.max() >= len(origin))):
-                raise error(f"Test set {args.testset!r} has source indices that do not fit {key}:{how['split']}.",
-                            "It was made from other data; recompute it.")
-            return {"kind": "pool", "name": args.testset, "split": Split(x, y), "source_index": source,
-                    "origin": origin, "eps": how.get("eps"), "loss_mode": how.get("loss_mode"),
-                    "origin_name": f"{key}:{how['split']}"}
-        return {"kind": "testset", "name": args.testset, "split": Split(x, y)}
-    test, name = _resolve_testset(args, dataset, project)
-    return {"kind": "split" if isinstance(test, str) else "testset", "name": name,
-            "split": dataset.split(test) if isinstance(test, str) else test}
+    test = resolve(project, args.testset, dataset, download=args.download)
+    how = project.artifacts()[test.source.artifact]["provenance"] if test.source.kind == "stored" else {}
+    if "source_index" in test.columns and how.get("split"):
+        if how.get("dataset") and how["dataset"] != key:
+            raise error(f"Test set {args.testset!r} was made from dataset {how['dataset']!r}, not {key!r}.",
+                        f"Pass --data {how['dataset']}.")
+        origin = dataset.split(how["split"])
+        source = np.asarray(test.columns["source_index"], dtype=np.int64)
+        if len(source) and (source.min() < 0 or source.max() >= len(origin)):
+            raise error(f"Test set {args.testset!r} has source indices that do not fit {key}:{how['split']}.",
+                        "It was made from other data; recompute it.")
+        return {"kind": "pool", "name": args.testset, "split": test, "source_index": source,
+                "origin": origin, "eps": how.get("eps"), "loss_mode": how.get("loss_mode"),
+                "origin_name": f"{key}:{how['split']}"}
+    return {"kind": "split" if test.kind == "split" else "testset", "name": test.name, "split": test}
 
 
 def cmd_fol(args) -> int:
@@ -178,7 +242,7 @@ def cmd_fol(args) -> int:
         raise error(f"Test set {source['name']!r} is empty.", "Choose a test set with inputs.")
     if args.out:
         check_creatable(Path(args.out).resolve().parent)
-    rows = seeded_indices(len(split), args.max_inputs, args.seed)
+    rows = seeded_sample(len(split), args.max_inputs, args.seed)
     rows = np.arange(len(split)) if rows is None else rows
 
     def job(ctx):
@@ -251,6 +315,7 @@ def _write_fol_csv(path, rows, source, labels, predicted, fol, grad, gini) -> st
 
 # --- select -----------------------------------------------------------------------------------------------
 
+
 def cmd_select(args) -> int:
     from workbench.core.robustness.experiment import selection_scores
     from workbench.core.robustness.selection import FOL_KINDS, select
@@ -317,6 +382,7 @@ def cmd_select(args) -> int:
 
 
 # --- fuzz -------------------------------------------------------------------------------------------------
+
 
 def cmd_fuzz(args) -> int:
     from workbench.core.robustness.fuzzing import ATTACK_NAME, fuzz

@@ -1,0 +1,58 @@
+"""The command line: `workbench [gui|info|train|evaluate|importance|coverage|attack|fol|select|fuzz|retrain|
+converge|experiment] ...`; no sub-command opens the GUI.
+
+One module per command group registers its sub-commands (`add_parsers`) beside the commands
+themselves; `common` holds what they share. Every command calls the same core job functions the
+GUI runs, with a terminal progress bar in place of the jobs panel. A `WorkbenchError` is printed as
+a message and a hint, never a traceback, and the exit status is non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from workbench.cli import coverage, gui, importance, info, pools, retraining, training
+from workbench.cli.common import EXIT_CANCELLED, EXIT_ERROR
+
+GROUPS = (gui, info, training, importance, coverage, pools, retraining)
+#: Commands that do not compute with models and data, so plugins are not loaded for them.
+WITHOUT_PLUGINS = ("gui", "info")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="workbench", description="DL Testing Workbench")
+    sub = parser.add_subparsers(dest="command")
+    for group in GROUPS:
+        group.add_parsers(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # recorded in model cards as the command
+    if args.command is None:
+        args = build_parser().parse_args(["gui"])
+        args.argv = []
+    from workbench.core.errors import Cancelled, WorkbenchError
+
+    try:
+        if args.command not in WITHOUT_PLUGINS:
+            from workbench.core.plugins import load_plugins
+
+            load_plugins()
+        return args.handler(args)
+    except WorkbenchError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        if exc.hint:
+            print(f"  {exc.hint}", file=sys.stderr)
+        if exc.details:
+            print("  " + exc.details.replace("\n", "\n  "), file=sys.stderr)
+        return EXIT_ERROR
+    except BrokenPipeError:  # output piped into `head` and the like: not an error
+        sys.stdout = open(os.devnull, "w")
+        return 0
+    except (KeyboardInterrupt, Cancelled):
+        print("cancelled; nothing was written.", file=sys.stderr)
+        return EXIT_CANCELLED

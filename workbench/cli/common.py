@@ -1,0 +1,240 @@
+"""What every command shares: the common options, the terminal progress bar, running a job with it,
+printing results as text or JSON, and the checks and project target the commands use.
+
+Every check raises a `WorkbenchError` (via `error`) before any work starts, so bad input ends in a
+clear message and exit 2 with nothing written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shlex
+import sys
+from pathlib import Path
+
+import numpy as np
+
+EXIT_ERROR = 2
+EXIT_CANCELLED = 130
+
+
+def add_common(p: argparse.ArgumentParser, seed: bool = True) -> None:
+    p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda or cuda:N")
+    p.add_argument("--project", metavar="DIR", help="project folder where results are stored")
+    p.add_argument("--json", action="store_true", help="print machine-readable results")
+    if seed:
+        p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+
+
+def add_rule_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rule", default="lrp-0", help="lrp-0 (default), epsilon, z+ or alpha-beta")
+    p.add_argument("--epsilon", type=float, default=0.01, help="ε of the epsilon rule (default 0.01)")
+    p.add_argument("--alpha", type=float, default=2.0, help="α of the alpha-beta rule (default 2; β = α − 1)")
+    p.add_argument("--maxpool", default="winner", choices=["winner", "equal-split"], help="max-pool variant")
+
+
+def importance_rule(args):
+    """The LRP composite that --rule, --epsilon, --alpha and --maxpool describe."""
+    from workbench.core.errors import WorkbenchError
+    from workbench.core.lrp import Composite, make_rule
+
+    name = args.rule.lower()
+    params = {"epsilon": {"epsilon": args.epsilon}, "lrp-epsilon": {"epsilon": args.epsilon},
+              "alpha-beta": {"alpha": args.alpha, "beta": args.alpha - 1.0},
+              "alphabeta": {"alpha": args.alpha, "beta": args.alpha - 1.0}}.get(name, {})
+    if name not in ("epsilon", "lrp-epsilon") and args.epsilon != 0.01:
+        raise WorkbenchError(f"--epsilon applies to the epsilon rule, not to {args.rule!r}.", "Add --rule epsilon.")
+    return Composite(make_rule(name, **params), maxpool=args.maxpool)
+
+
+def add_model_data(p, data_default: str | None = None, model_default: str | None = None) -> None:
+    if model_default:
+        p.add_argument("--model", default=model_default, metavar="MODEL",
+                       help=f"bundled model name or a path (default {model_default})")
+    else:
+        p.add_argument("--model", required=True, metavar="MODEL", help="bundled model name or a path")
+    if data_default:
+        p.add_argument("--data", default=data_default, metavar="NAME",
+                       help=f"dataset name or path (default {data_default})")
+    else:
+        p.add_argument("--data", required=True, metavar="NAME", help="dataset name or path")
+
+
+def add_loading(p) -> None:
+    p.add_argument("--arch", help="architecture of a plain state_dict file")
+    p.add_argument("--download", action="store_true", help="let torchvision:<Name> datasets download")
+    p.add_argument("--trust-file", action="store_true",
+                   help="allow loading a full pickle (runs code from the file: only for files you trust)")
+
+
+class TerminalProgress:
+    """A tqdm bar on stderr fed by a job's progress reports."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.bar = None
+
+    def __call__(self, done: int, total: int, message: str) -> None:
+        if not self.enabled:
+            return
+        from tqdm import tqdm
+
+        if self.bar is None or self.bar.total != total:
+            self.close()
+            self.bar = tqdm(total=total, file=sys.stderr, leave=False, dynamic_ncols=True)
+        self.bar.set_description(message, refresh=False)
+        self.bar.update(done - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def make_context(args, on_partial=None):
+    from workbench.core.jobs import JobContext
+
+    progress = TerminalProgress(enabled=sys.stderr.isatty() or not getattr(args, "json", False))
+    return JobContext(args.device, on_progress=progress, on_partial=on_partial), progress
+
+
+def run_job(args, job, on_partial=None, holder: dict | None = None):
+    """Run `job(ctx)` with the terminal progress bar; the last moment to cancel is before anything is written."""
+    ctx, bar = make_context(args, on_partial)
+    if holder is not None:
+        holder["bar"] = bar
+    try:
+        result = job(ctx)
+        ctx.check()
+    finally:
+        bar.close()
+    return result, str(ctx.device)
+
+
+def say(holder: dict, text: str, file=None) -> None:
+    """Print a line while a job runs: the progress bar is cleared first (it comes back with the next step)."""
+    if holder.get("bar") is not None:
+        holder["bar"].close()
+    print(text, file=file or sys.stdout, flush=True)
+
+
+def emit(args, result: dict, text: str) -> None:
+    if args.json:
+        print(json.dumps(result, indent=2, default=plain))
+    else:
+        print(text)
+
+
+def plain(o):
+    import numpy as np
+
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, np.generic):
+        return o.item()
+    return str(o)
+
+
+def error(message: str, hint: str = ""):
+    from workbench.core.errors import WorkbenchError
+
+    return WorkbenchError(message, hint)
+
+
+def command_line(args) -> str:
+    return "workbench " + " ".join(shlex.quote(a) for a in args.argv)
+
+
+def load_model_and_data(args):
+    """(model, dataset), checked to fit each other."""
+    from workbench.core.dataset_registry import load_dataset
+    from workbench.core.model_io import load_model
+    from workbench.core.training import check_compatible
+
+    model = load_model(args.model, arch=args.arch, trust=args.trust_file)
+    dataset = load_dataset(args.data, download=args.download)
+    check_compatible(model, dataset)
+    return model, dataset
+
+
+def dataset_key(dataset) -> str:
+    return dataset.recipe.get("name", dataset.name)
+
+
+def check_positive(option: str, value, allow_none: bool = True) -> None:
+    if value is None and allow_none:
+        return
+    if value is None or not value > 0 or (isinstance(value, float) and not math.isfinite(value)):
+        raise error(f"{option} must be positive; got {value}.", f"Pass {option} 1 or more.")
+
+
+def stats(values) -> dict:
+    """Summary of a score vector (finite values only): n, mean, sd, min, quantiles, max."""
+    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    finite = v[np.isfinite(v)]
+    keys = ("mean", "sd", "min", "q05", "q25", "median", "q75", "q95", "max")
+    if not finite.size:
+        return {"n": 0, "nonfinite": int(v.size), **{k: None for k in keys}}
+    q = np.quantile(finite, [0.05, 0.25, 0.5, 0.75, 0.95])
+    return {"n": int(finite.size), "nonfinite": int(v.size - finite.size), "mean": float(finite.mean()),
+            "sd": float(finite.std()), "min": float(finite.min()), "q05": float(q[0]), "q25": float(q[1]),
+            "median": float(q[2]), "q75": float(q[3]), "q95": float(q[4]), "max": float(finite.max())}
+
+
+def stats_line(label: str, s: dict) -> str:
+    if not s["n"]:
+        return f"{label}: no finite values"
+    return (f"{label}: mean {s['mean']:.4g}, median {s['median']:.4g} (q05 {s['q05']:.4g}, q25 {s['q25']:.4g}, "
+            f"q75 {s['q75']:.4g}, q95 {s['q95']:.4g}), min {s['min']:.4g}, max {s['max']:.4g}")
+
+
+class ProjectTarget:
+    """The --project folder: an existing project opened (and checked writable) now, a new one created only
+    when results are stored, so a failed or cancelled run leaves no project behind."""
+
+    def __init__(self, folder: str | None, required: bool = False, what: str = "", write: bool = True):
+        from workbench.core.project import SETTINGS, Project
+
+        self.folder = Path(folder) if folder else None
+        self.project = None
+        if self.folder is None:
+            if required:
+                raise error(f"{what} needs a project.", "Pass --project DIR (the project holding the pool).")
+            return
+        if (self.folder / SETTINGS).exists() or required:
+            self.project = Project.open(self.folder)
+            if write:
+                self.project.ensure_writable()
+        elif write:
+            check_creatable(self.folder)
+
+    def __bool__(self) -> bool:
+        return self.folder is not None
+
+    def open(self, dataset_key: str):
+        from workbench.core.project import Project
+
+        if self.project is None:
+            self.project = Project.create(self.folder, dataset_key)
+        return self.project
+
+
+def check_creatable(path: Path) -> None:
+    """Refuse now, before the work, a folder that could not be created or written later."""
+    parent = path
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise error(f"Cannot write to {path}: {parent} is not a writable folder.", "Choose a folder you can write to.")
+
+
+def parse_list(text: str, option: str) -> list[str]:
+    items = [t.strip() for t in str(text).split(",") if t.strip()]
+    if not items:
+        raise error(f"{option} names nothing.", f"Give {option} as a comma-separated list.")
+    if len(set(items)) != len(items):
+        raise error(f"{option} names an item twice: {text!r}.", "Name each once.")
+    return items

@@ -1,0 +1,19 @@
+"""`workbench gui`: the one command that opens the GUI (the only place the CLI imports it).
+"""
+
+from __future__ import annotations
+
+
+def add_parsers(sub) -> None:
+    gui = sub.add_parser("gui", help="open the GUI (the default)")
+    gui.add_argument("--project", metavar="DIR", help="project folder (default: the demo project)")
+    gui.add_argument("--view", default=None, help="view to show first: data, model, training, importance, coverage, robustness")
+    gui.add_argument("--screenshot", metavar="PNG", help="render the window with real data, save it, exit")
+    gui.set_defaults(handler=cmd_gui)
+
+
+def cmd_gui(args) -> int:
+    from workbench.gui.app import run_gui
+
+    return run_gui(project=getattr(args, "project", None), view=getattr(args, "view", None),
+                   screenshot=getattr(args, "screenshot", None))

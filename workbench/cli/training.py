@@ -1,0 +1,107 @@
+"""`workbench train` and `workbench evaluate`: train a zoo architecture; accuracy and confusion.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+from workbench.cli.common import add_common, emit, make_context
+
+
+def add_parsers(sub) -> None:
+    train = sub.add_parser("train", help="train a zoo architecture on a dataset")
+    train.add_argument("--model", required=True, metavar="ARCH", help="architecture name, e.g. lenet5")
+    train.add_argument("--data", required=True, metavar="NAME", help="dataset name or path")
+    train.add_argument("--epochs", type=int, default=8)
+    train.add_argument("--batch-size", type=int, default=128)
+    train.add_argument("--lr", type=float, default=1e-3)
+    train.add_argument("--out", metavar="PATH", help="checkpoint to write (default: <arch>-<data>.pt, "
+                                                     "inside --project/models when given)")
+    train.add_argument("--name", help="model name recorded in the card (default: the file name)")
+    train.add_argument("--download", action="store_true", help="let torchvision:<Name> datasets download")
+    add_common(train)
+
+    ev = sub.add_parser("evaluate", help="accuracy, per-class accuracy and confusion matrix")
+    ev.add_argument("--model", required=True, metavar="MODEL", help="bundled model name or a path")
+    ev.add_argument("--data", required=True, metavar="NAME", help="dataset name or path")
+    ev.add_argument("--split", default="test")
+    ev.add_argument("--arch", help="architecture of a plain state_dict file")
+    ev.add_argument("--download", action="store_true", help="let torchvision:<Name> datasets download")
+    ev.add_argument("--trust-file", action="store_true",
+                    help="allow loading a full pickle (runs code from the file: only for files you trust)")
+    add_common(ev, seed=False)
+    train.set_defaults(handler=cmd_train)
+    ev.set_defaults(handler=cmd_evaluate)
+
+
+def cmd_train(args) -> int:
+    from workbench.core.dataset_registry import load_dataset
+    from workbench.core.project import Project
+    from workbench.core.training import train_and_save
+
+    dataset = load_dataset(args.data, download=args.download)
+    project = Project.open_or_create(args.project, dataset.recipe.get("name", args.data)) if args.project else None
+    if project:
+        project.ensure_writable()
+    out = Path(args.out) if args.out else (
+        (project.folder / "models" if project else Path.cwd()) / f"{args.model}-{dataset.name}.pt")
+
+    def show_epoch(row):
+        if not args.json:
+            acc = f", test accuracy {row['test_accuracy'] * 100:.2f} %" if "test_accuracy" in row else ""
+            print(f"epoch {row['epoch']}: loss {row['train_loss']:.4f}, train accuracy "
+                  f"{row['train_accuracy'] * 100:.2f} %{acc}", file=sys.stderr)
+
+    ctx, bar = make_context(args, show_epoch)
+    try:
+        model, card = train_and_save(
+            ctx, args.model, dataset, out, args.name or out.stem, epochs=args.epochs, batch_size=args.batch_size,
+            lr=args.lr, seed=args.seed, source="trained by this project's own `workbench train`",
+            command="workbench " + " ".join(shlex.quote(a) for a in args.argv))
+    finally:
+        bar.close()
+    if project:
+        project.add_model(str(out), card["name"])
+    accuracy = f"Test accuracy: {card['test_accuracy'] * 100:.2f} %\n" if card["test_accuracy"] is not None else ""
+    text = (f"Trained {args.model} on {dataset.name} for {args.epochs} epochs "
+            f"({card['seconds_per_epoch']:.1f} s per epoch).\n{accuracy}Saved to {out}")
+    emit(args, {**card, "path": str(out)}, text)
+    return 0
+
+
+def cmd_evaluate(args) -> int:
+    from workbench.core.dataset_registry import load_dataset
+    from workbench.core.model_io import load_model
+    from workbench.core.project import Project
+    from workbench.core.training import evaluate
+
+    model = load_model(args.model, arch=args.arch, trust=args.trust_file)
+    dataset = load_dataset(args.data, download=args.download)
+    # opened before the work, so a damaged project.json stops us before minutes of evaluation
+    project = Project.open_or_create(args.project, dataset.recipe.get("name", args.data)) if args.project else None
+    if project:
+        project.ensure_writable()
+    ctx, bar = make_context(args)
+    try:
+        result = evaluate(ctx, model, dataset, args.split)
+    finally:
+        bar.close()
+    if project:
+        project.add_model(args.model)
+        project.save_artifact("evaluation", f"evaluation {model.name} on {dataset.name}:{args.split}",
+                              {"confusion": result["confusion"], "predictions": result["predictions"]},
+                              model=model.name, model_fingerprint=model.fingerprint(), dataset=dataset.name,
+                              split=args.split, accuracy=result["accuracy"], device=str(ctx.device))
+    confusion = result["confusion"]
+    lines = [f"{model.name} on {dataset.name} ({args.split}, {result['n']} images): "
+             f"accuracy {result['accuracy'] * 100:.2f} %", "Per class:"]
+    lines += [f"  {name:<14} {'—' if a is None else f'{a * 100:.1f} %'}"
+              for name, a in result["per_class_accuracy"].items()]
+    lines.append("Confusion matrix (rows: true class, columns: predicted):")
+    lines += ["  " + " ".join(f"{v:5d}" for v in row) for row in confusion]
+    payload = {k: v for k, v in result.items() if k != "predictions"}
+    payload["model_info"] = model.info.to_dict()
+    emit(args, payload, "\n".join(lines))
+    return 0
