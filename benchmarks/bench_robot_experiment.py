@@ -100,8 +100,8 @@ def main() -> int:
               "eps_source": f"the {args.data} default of spec/robustness.md §5.2",
               "report_subset": setup.report_subset}
     result = ExperimentResult(rows, setup.summary(), params)
+    from workbench.core.robustness.experiment_plot import save_experiment_plot
     from workbench.core.robustness.experiment_report import write_experiment_outputs
-    from workbench.gui.experiment_plot import save_experiment_plot
 
     written = write_experiment_outputs(result, out, plot=save_experiment_plot)
     print("wrote", ", ".join(written.values()))

@@ -102,9 +102,8 @@ def _check_coverage_request(args, model, dataset, criteria: list[str]) -> tuple[
     """Refuse what would fail only after minutes of work. Returns (IDC/SA layer, classic layers or None)."""
     from workbench.core.ablation import layer_neuron_count
     from workbench.core.activations import NeuronDefinition
-    from workbench.core.coverage.measure import default_layer
     from workbench.core.errors import WorkbenchError
-    from workbench.core.layers import layer_catalogue
+    from workbench.core.layers import default_layer, layer_catalogue
 
     for option, value in (("--m", args.m), ("--batch-size", args.batch_size), ("--max-inputs", args.max_inputs)):
         if value is not None and value < 1:
@@ -112,6 +111,9 @@ def _check_coverage_request(args, model, dataset, criteria: list[str]) -> tuple[
     catalogue = layer_catalogue(model.module, dataset.image_shape)
     names = [info.name for info in catalogue]
     layer = args.layer or default_layer(catalogue)
+    if layer is None:
+        raise WorkbenchError("The model has no Conv/Linear layer before its output layer.",
+                             f"Name the layer with --layer: {', '.join(names)}.")
     layers = [n.strip() for n in args.layers.split(",") if n.strip()] if args.layers else None
     for name in [layer] + (layers or []):
         if name not in names:

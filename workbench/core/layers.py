@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 
 from workbench.core.errors import WorkbenchError
 
+WEIGHTED_TYPES = ("Conv1d", "Conv2d", "Conv3d", "Linear")
 ELEMENTWISE = ("ReLU", "LeakyReLU", "ELU", "GELU", "SiLU", "Sigmoid", "Tanh", "Softplus", "ReLU6", "Hardtanh")
 
 
@@ -96,3 +97,11 @@ def find_layer(catalogue: list[LayerInfo], name: str) -> LayerInfo:
             return layer
     raise WorkbenchError(f"The model has no layer {name!r}.",
                          f"Valid layers: {', '.join(l.name for l in catalogue)}.")
+
+
+def default_layer(catalogue: list[LayerInfo]) -> str | None:
+    """The layer importance and IDC study when none is named: the last Conv/Linear layer before the
+    output layer (LeNet-5 fc2, LeNet-1 conv2); None when the model has no such layer
+    (docs/methods/idc.md#subject-layer)."""
+    weighted = [layer.name for layer in catalogue if layer.type in WEIGHTED_TYPES]
+    return weighted[-2] if len(weighted) >= 2 else None

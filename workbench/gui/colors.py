@@ -1,4 +1,4 @@
-"""Colours shared by every view, so a class has the same colour everywhere (spec/gui.md §3)."""
+"""Colours shared by every view, so a class has the same colour everywhere."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The selection shared by every view: model, dataset, split, layer, neuron and input (spec/gui.md §2).
+"""The selection shared by every view: model, dataset, split, layer, neuron and input.
 
 One small state object, views bound to it (glue's linked views): the tool bar, the project panel
 and the views all set it, and all follow its `changed` signal.

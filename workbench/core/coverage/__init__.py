@@ -8,12 +8,17 @@ name with `create_criterion`; plugins add their own with `PluginRegistry.add_cri
 """
 
 from workbench.core.coverage.idc import IDC
-from workbench.core.coverage.measure import CoverageProgress, CoverageResult, default_layer, measure_coverage
+from workbench.core.coverage.measure import (
+           CoverageProgress,
+           CoverageResult,
+           measure_coverage,
+)
 from workbench.core.coverage.neuron import KMNC, NBC, NC, SNAC, TKNC, TKNP
 from workbench.core.coverage.per_class import PerClass
 from workbench.core.coverage.protocol import CoverageValue, Criterion
 from workbench.core.coverage.registry import create_criterion, criterion_names
 from workbench.core.coverage.surprise import DSA, LSA, MDSA
+from workbench.core.layers import default_layer
 
 __all__ = ["Criterion", "CoverageValue", "IDC", "NC", "KMNC", "NBC", "SNAC", "TKNC", "TKNP", "LSA", "DSA", "MDSA",
            "PerClass", "create_criterion", "criterion_names", "measure_coverage", "CoverageResult",

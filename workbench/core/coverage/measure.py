@@ -36,10 +36,15 @@ from workbench.core.coverage.surprise import SurpriseCriterion
 from workbench.core.data import Split
 from workbench.core.errors import WorkbenchError
 from workbench.core.jobs import JobContext
-from workbench.core.layers import LayerInfo, layer_catalogue
+from workbench.core.layers import (
+    WEIGHTED_TYPES,
+    LayerInfo,
+    default_layer,
+    layer_catalogue,
+)
 
 PRESETS = ("deepimportance", "nlc", "dnn-tip")
-CONV_OR_DENSE = ("Conv1d", "Conv2d", "Conv3d", "Linear")
+CONV_OR_DENSE = WEIGHTED_TYPES
 POOLING = ("MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d")
 
 
@@ -76,15 +81,6 @@ class CoverageResult:
 
 
 # --- layers ----------------------------------------------------------------------------------------
-
-def default_layer(catalogue: list[LayerInfo]) -> str:
-    """The last Conv/Linear layer before the output layer (docs/methods/idc.md#subject-layer)."""
-    layers = [layer.name for layer in catalogue if layer.type in CONV_OR_DENSE]
-    if len(layers) < 2:
-        raise WorkbenchError("The model has no Conv/Linear layer before its output layer.",
-                             "Name the layer to measure coverage on.")
-    return layers[-2]
-
 
 def preset_layers(catalogue: list[LayerInfo], preset: str, layers=None) -> tuple[list[str], str, str]:
     """(layer names, activation point, conv neuron definition) of a classic-criteria preset
@@ -212,8 +208,12 @@ def measure_coverage(ctx: JobContext, model, dataset, layer: str | NeuronDefinit
         if len(test_indices) and (test_indices.min() < 0 or test_indices.max() >= len(test)):
             raise WorkbenchError(f"Test indices must lie in 0–{len(test) - 1}.", "Choose inputs of the test set.")
 
-    definition = layer if isinstance(layer, NeuronDefinition) else \
-        NeuronDefinition(str(layer) if layer is not None else default_layer(catalogue))
+    if layer is None:
+        layer = default_layer(catalogue)
+        if layer is None:
+            raise WorkbenchError("The model has no Conv/Linear layer before its output layer.",
+                                 "Name the layer to measure coverage on.")
+    definition = layer if isinstance(layer, NeuronDefinition) else NeuronDefinition(str(layer))
     if definition.layer not in {info.name for info in catalogue}:
         raise WorkbenchError(f"The model has no layer {definition.layer!r}.",
                              f"Valid layers: {', '.join(info.name for info in catalogue)}.")

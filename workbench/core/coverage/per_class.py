@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from workbench.core.coverage.protocol import CoverageValue, Criterion, _prefixed
+from workbench.core.coverage.protocol import CoverageValue, Criterion, prefixed
 from workbench.core.errors import WorkbenchError
 
 
@@ -156,7 +156,7 @@ class PerClass(Criterion):
     def _load_fit_state(self, meta, arrays):
         for c, m in enumerate(self.members):
             entry = meta["classes"][str(c)]
-            m._load_fit_state(entry["fit"], _prefixed(arrays, f"{c}."))
+            m._load_fit_state(entry["fit"], prefixed(arrays, f"{c}."))
             m._warnings = list(entry.get("warnings", []))
             m.fitted = True
             m.reset()
@@ -172,6 +172,6 @@ class PerClass(Criterion):
     def _load_cover_state(self, meta, arrays):
         for c, m in enumerate(self.members):
             entry = meta["classes"][str(c)]
-            m._load_cover_state(entry, _prefixed(arrays, f"{c}."))
+            m._load_cover_state(entry, prefixed(arrays, f"{c}."))
             m.inputs_seen = int(entry.get("inputs_seen", 0))
         self._routes = [np.asarray(arrays["routes"], dtype=np.int16)] if "routes" in arrays else []

@@ -181,7 +181,7 @@ class Criterion(ABC):
         if self.needs_fit:
             layers = as_layers(acts, self._layer_names())
             batch_size_of(layers, labels, predictions)
-            self._partial_fit(layers, _ints(labels), _ints(predictions))
+            self._partial_fit(layers, as_int64(labels), as_int64(predictions))
         return self
 
     def finish_fit(self) -> "Criterion":
@@ -199,7 +199,7 @@ class Criterion(ABC):
         self._require_fit()
         layers = as_layers(acts, self._layer_names())
         n = batch_size_of(layers, labels, predictions)
-        self._update(layers, _ints(labels), _ints(predictions))
+        self._update(layers, as_int64(labels), as_int64(predictions))
         self.inputs_seen += n
         return self
 
@@ -208,7 +208,7 @@ class Criterion(ABC):
         self._require_fit()
         layers = as_layers(acts, self._layer_names())
         batch_size_of(layers, labels, predictions)
-        return self._profile(layers, _ints(labels), _ints(predictions))
+        return self._profile(layers, as_int64(labels), as_int64(predictions))
 
     def reset(self) -> "Criterion":
         """Forget the covered items, keep the fit."""
@@ -268,11 +268,11 @@ class Criterion(ABC):
         meta, arrays = state["meta"], state["arrays"]
         self._warnings = list(meta.get("warnings", []))
         if self.needs_fit and meta.get("fitted"):
-            self._load_fit_state(meta["fit"], _prefixed(arrays, "fit."))
+            self._load_fit_state(meta["fit"], prefixed(arrays, "fit."))
         self.fitted = bool(meta.get("fitted"))
         self.reset()
         if "cover" in meta:
-            self._load_cover_state(meta["cover"], _prefixed(arrays, "cover."))
+            self._load_cover_state(meta["cover"], prefixed(arrays, "cover."))
             self.inputs_seen = int(meta["cover"].get("inputs_seen", 0))
         return self
 
@@ -321,11 +321,13 @@ class Criterion(ABC):
                               f"The criterion's author can add {methods}; the other criteria can.")
 
 
-def _ints(a):
+def as_int64(a):
+    """Labels or predictions (a tensor, an array or None) as an int64 array."""
     return None if a is None else np.asarray(a.detach().cpu() if hasattr(a, "detach") else a).astype(np.int64)
 
 
-def _prefixed(arrays: dict, prefix: str) -> dict:
+def prefixed(arrays: dict, prefix: str) -> dict:
+    """The arrays whose keys start with `prefix`, with the prefix taken off."""
     return {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
 
 

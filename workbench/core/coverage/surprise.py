@@ -28,7 +28,7 @@ from workbench.core.coverage.kde import GaussianKDE, SingularDensity
 from workbench.core.coverage.protocol import (
     CoverageValue,
     Criterion,
-    _ints,
+    as_int64,
     as_layers,
     batch_size_of,
     neuron_values,
@@ -173,7 +173,7 @@ class SurpriseCriterion(Criterion):
         self._require_fit()
         layers = as_layers(acts, self._layer_names())
         batch_size_of(layers, labels, predictions)
-        return self._score(self._ats(layers), self._groups(_ints(labels), _ints(predictions)))
+        return self._score(self._ats(layers), self._groups(as_int64(labels), as_int64(predictions)))
 
     def _score(self, ats: np.ndarray, groups: np.ndarray, record: bool = False) -> np.ndarray:
         out = np.full(len(ats), np.nan, dtype=np.float64)

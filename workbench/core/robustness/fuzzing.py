@@ -391,7 +391,7 @@ def fuzz(ctx, model, split, *, eps: float, n_seeds: int = 1000, seed: int = 0, l
 
     `eps` is the dataset's L∞ budget: it scores FOL∞ for every test and bounds the projection when
     `project_linf` is on. Seeds are `n_seeds` inputs drawn with `default_rng(seed)` (or `seed_indices`),
-    filtered as in §6.1/§6.2. `mutations_per_seed`, `time_budget_s` and `max_tests` bound the run (None:
+    filtered (docs/methods/fuzzing-and-retraining.md#seeds). `mutations_per_seed`, `time_budget_s` and `max_tests` bound the run (None:
     no bound); `compat` restores the original's recording rule and seed filter; `per_seed` fuzzes the
     seeds one at a time (same tests, for checking the batching).
     """
@@ -416,7 +416,7 @@ def fuzz(ctx, model, split, *, eps: float, n_seeds: int = 1000, seed: int = 0, l
     # inputs take the model's floating dtype (a float64 model fuzzes in float64; results are float32)
     dtype = next((p.dtype for p in module.parameters() if p.is_floating_point()), torch.float32)
 
-    # seeds (§6.1 step 1, §6.2 seed filter)
+    # seeds: drop those with a vanishing gradient and (unless compat) the misclassified ones
     drawn = _select_seeds(split, n_seeds, seed, seed_indices)
     labels_all = np.asarray(split.labels, dtype=np.int64)
     static = np.zeros(len(drawn), dtype=bool)

@@ -1,4 +1,6 @@
-"""Robustness reports (spec/robustness.md §8): clean, static-AE and adaptive robust accuracy, mean FOL.
+"""Robustness reports: clean, static-AE and adaptive robust accuracy, mean FOL.
+
+Method: docs/methods/fuzzing-and-retraining.md#robustness-reports.
 
 - **Static AE accuracy** is accuracy on `fp_test`, the frozen set of successful FGSM/PGD
   adversarials of the test split against the *original* model: RobOT's "empirical robustness".
@@ -7,7 +9,7 @@
   the clean test split; a clean error counts as not robust. It is the number that says whether the
   model became robust, not only whether it learnt the old adversarials.
 - **Mean FOL** (FOL∞) of those same PGD examples, all of them, successes or not, so rounds of the
-  convergence loop stay comparable (§8).
+  convergence loop stay comparable.
 """
 
 from __future__ import annotations
@@ -16,10 +18,15 @@ import numpy as np
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.robustness.attacks import check_eps, pgd, random_start
-from workbench.core.robustness.scores import check_finite_logits, fol_linf, input_gradients, torch_module
+from workbench.core.robustness.scores import (
+    check_finite_logits,
+    fol_linf,
+    input_gradients,
+    torch_module,
+)
 from workbench.core.sampling import seeded_sample
 
-REPORT_SUBSET = 1000  # §8: the fixed seeded subset of test inputs re-attacked every round
+REPORT_SUBSET = 1000  # the fixed seeded subset of test inputs re-attacked every round
 
 
 def report_subset(n_test: int, size: int = REPORT_SUBSET, seed: int = 0) -> np.ndarray:
@@ -73,7 +80,7 @@ def adaptive_attack(ctx, model, split, eps: float, indices: np.ndarray, seed: in
 
 def robustness_report(ctx, model, test_split, eps: float, fp_test=None, subset: int = REPORT_SUBSET,
                       seed: int = 0, batch_size: int = 256) -> dict:
-    """Every §8 metric for one model: accuracies as fractions in [0, 1], FOL∞ mean and median.
+    """Every report metric for one model: accuracies as fractions in [0, 1], FOL∞ mean and median.
 
     `fp_test` is a `CandidatePool` frozen against the original model; without it the static AE
     accuracy is omitted. The adaptive attack and the FOL curve share one seeded subset of `subset`

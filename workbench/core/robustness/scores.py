@@ -1,14 +1,16 @@
-"""First-order loss (FOL) and softmax uncertainty scores (spec/robustness.md §2–§3).
+"""First-order loss (FOL) and softmax uncertainty scores.
 
-Gradient kinds, kept apart by name as §2.3 demands:
+Method: docs/methods/fol-and-selection.md (FOSC: Wang et al., ICML 2019; RobOT: Wang et al., ICSE 2021).
+Gradient kinds, kept apart by name because they are different quantities:
 
-- `fol_linf` — FOSC L∞ form, `ε·‖g‖₁ − ⟨x' − x0, g⟩` (§2.1); the default for selection.
-- `fosc_l2` — FOSC L2 form, `ε·‖g‖₂ − ⟨x' − x0, g⟩` (§2.2).
-- `grad_l2` — the RobOT fuzzer's "FOL", the plain gradient norm `‖g‖₂` (§2.3). It is reported as
+- `fol_linf` — FOSC L∞ form, `ε·‖g‖₁ − ⟨x' − x0, g⟩` (#fol-linf); the default for selection.
+- `fosc_l2` — FOSC L2 form, `ε·‖g‖₂ − ⟨x' − x0, g⟩`.
+- `grad_l2` — the RobOT fuzzer's "FOL", the plain gradient norm `‖g‖₂` (#grad-l2). It is reported as
   "grad-L2 (RobOT fuzzer FOL)", never as "FOL-L2".
 
 `g = ∇_x J(x', y)` is computed for a whole batch with one backward pass of the summed loss (the
-sum trick, §2.4), which is exact only in eval mode; `input_gradients` refuses a model in train mode.
+sum trick, #per-sample-gradients), which is exact only in eval mode; `input_gradients` refuses a
+model in train mode.
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ import numpy as np
 from workbench.core.errors import WorkbenchError
 
 LOSS_MODES = ("logits", "keras_compat")
-KERAS_EPSILON = 1e-7  # Keras' clip of probabilities in categorical cross-entropy (§2.5)
+KERAS_EPSILON = 1e-7  # Keras' clip of probabilities in categorical cross-entropy (docs/methods/fol-and-selection.md#loss-modes)
 
 GRAD_L2_LABEL = "grad-L2 (RobOT fuzzer FOL)"
 
-#: For each uncertainty score, whether "most uncertain first" is a descending sort (§3).
+#: For each uncertainty score, whether "most uncertain first" is a descending sort
+#: (docs/methods/fol-and-selection.md#uncertainty-scores).
 MOST_UNCERTAIN_DESCENDING = {"deepgini": True, "margin": False, "least_confidence": True, "entropy": True}
 
 
@@ -32,7 +35,7 @@ def torch_module(model):
 
 
 def check_eval(module) -> None:
-    """The sum trick and the attacks need eval mode (§1, §2.4): BatchNorm in train mode couples samples."""
+    """The sum trick and the attacks need eval mode: BatchNorm in train mode couples samples."""
     if module.training:
         raise WorkbenchError("The model is in training mode; per-input gradients need eval mode.",
                              "Call model.eval() first (dropout off, BatchNorm frozen).")
@@ -52,7 +55,7 @@ def check_finite_logits(logits) -> None:
 
 
 def per_input_loss(logits, y, loss_mode: str = "logits"):
-    """J(x, y) per input: cross-entropy of the logits, or Keras' CE on clipped probabilities (§2.5).
+    """J(x, y) per input: cross-entropy of the logits, or Keras' CE on clipped probabilities.
 
     In `keras_compat` mode `J = −log clip(p_y, 1e-7, 1 − 1e-7)`; saturated inputs get a zero gradient.
     """
@@ -67,7 +70,7 @@ def per_input_loss(logits, y, loss_mode: str = "logits"):
 
 
 def input_gradients(model, x, y, loss_mode: str = "logits"):
-    """(∇_x J(x_i, y_i) for every row i, logits) with one backward pass of Σ_i J (the sum trick, §2.4)."""
+    """(∇_x J(x_i, y_i) for every row i, logits) with one backward pass of Σ_i J (the sum trick)."""
     import torch
 
     module = torch_module(model)
@@ -86,23 +89,23 @@ def _flat(t):
 
 
 def fol_linf(grad, x_adv, x0, eps: float):
-    """FOSC L∞: `ε·‖g‖₁ − ⟨x' − x0, g⟩` per input (§2.1); ≥ 0 whenever ‖x' − x0‖∞ ≤ ε."""
+    """FOSC L∞: `ε·‖g‖₁ − ⟨x' − x0, g⟩` per input; ≥ 0 whenever ‖x' − x0‖∞ ≤ ε."""
     g = _flat(grad)
     return eps * g.abs().sum(1) - (_flat(x_adv - x0) * g).sum(1)
 
 
 def fosc_l2(grad, x_adv, x0, eps: float):
-    """FOSC L2: `ε·‖g‖₂ − ⟨x' − x0, g⟩` per input (§2.2)."""
+    """FOSC L2: `ε·‖g‖₂ − ⟨x' − x0, g⟩` per input."""
     g = _flat(grad)
     return eps * g.norm(dim=1) - (_flat(x_adv - x0) * g).sum(1)
 
 
 def grad_l2(grad):
-    """The RobOT fuzzer's gradient norm `‖∇_x J‖₂` per input (§2.3), not a FOSC value."""
+    """The RobOT fuzzer's gradient norm `‖∇_x J‖₂` per input, not a FOSC value."""
     return _flat(grad).norm(dim=1)
 
 
-# --- uncertainty scores (§3), from softmax probabilities ---------------------------------------------
+# --- uncertainty scores, from softmax probabilities --------------------------------------------------
 
 def deepgini(probs: np.ndarray) -> np.ndarray:
     """ξ = 1 − Σ p²; most uncertain first = descending."""
@@ -132,7 +135,7 @@ UNCERTAINTY_SCORES = {"deepgini": deepgini, "margin": margin, "least_confidence"
 
 
 def most_uncertain_order(values: np.ndarray, score: str) -> np.ndarray:
-    """Indices ordered most uncertain first for `score`; stable, ties go to the lower index (§3)."""
+    """Indices ordered most uncertain first for `score`; stable, ties go to the lower index."""
     if score not in MOST_UNCERTAIN_DESCENDING:
         raise WorkbenchError(f"Unknown uncertainty score {score!r}.",
                              f"Use one of: {', '.join(MOST_UNCERTAIN_DESCENDING)}.")
@@ -149,7 +152,7 @@ def score_inputs(ctx, model, x_adv, labels, x0=None, eps: float | None = None, l
 
     `x_adv` (N×C×H×W in [0,1]) are the inputs to score, `labels` their ground truth, `x0` the clean
     inputs and `eps` the attack budget; FOL∞ and FOSC-L2 are computed only when both are given.
-    Returns numpy arrays per score plus `params` recording loss mode and ε (§2.5, §5.3).
+    Returns numpy arrays per score plus `params` recording loss mode and ε.
     """
     import torch
 

@@ -15,21 +15,46 @@ from collections.abc import Callable
 
 import numpy as np
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QHBoxLayout, QLabel, QMenu, QPushButton, QSpinBox,
-                               QSplitter, QTabWidget, QToolButton, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QPushButton,
+    QSpinBox,
+    QSplitter,
+    QTabWidget,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from workbench.core.errors import WorkbenchError
-from workbench.gui.coverage_choices import (CRITERIA, CRITERION_HELP, CRITERION_TITLES, DEFAULT_CRITERIA, default_sets,
-                                            set_color, test_set_choices)
+from workbench.gui.coverage_choices import (
+    CRITERIA,
+    CRITERION_HELP,
+    CRITERION_TITLES,
+    DEFAULT_CRITERIA,
+    default_sets,
+    set_color,
+    test_set_choices,
+)
 from workbench.gui.coverage_runs import DONE, RUNNING, CoverageRequest, CoverageRuns
 from workbench.gui.errors import report_error
 from workbench.gui.selection import Selection
 from workbench.gui.session import Session
-from workbench.gui.views.coverage_matrices import MAX_DRAWN_CELLS, IdcPanel, KmncPanel, MatrixSet, largest_drawable_m
+from workbench.gui.views.coverage_matrices import (
+    MAX_DRAWN_CELLS,
+    IdcPanel,
+    KmncPanel,
+    MatrixSet,
+    largest_drawable_m,
+)
 from workbench.gui.views.coverage_report import cell_text, growth_curves, summary_text
-from workbench.gui.views.importance_view import default_layer
-from workbench.gui.views.view_inputs import error_text, fill_layers, ready_inputs
 from workbench.gui.views.model_view import section_label
+from workbench.gui.views.view_inputs import error_text, fill_layers, initial_layer, ready_inputs
 from workbench.gui.widgets.cell_inputs import CellInputs
 from workbench.gui.widgets.coverage_table import CoverageTable
 from workbench.gui.widgets.empty_state import view_frame
@@ -237,7 +262,7 @@ class CoverageView(QWidget):
             return
         layer = self.selection.layer
         if layer not in self._layers:
-            self.selection.set_layer(default_layer(bundle.catalogue))  # comes back here through `changed`
+            self.selection.set_layer(initial_layer(bundle.catalogue))  # comes back here through `changed`
             return
         self.stack.show_content()
         spec = self.selection.dataset

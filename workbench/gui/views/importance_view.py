@@ -13,8 +13,21 @@ from typing import Callable
 
 import numpy as np
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QHBoxLayout, QLabel, QMenu, QPushButton, QSlider,
-                               QSpinBox, QSplitter, QToolButton, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QPushButton,
+    QSlider,
+    QSpinBox,
+    QSplitter,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from workbench.core.errors import WorkbenchError
 from workbench.gui import tasks
@@ -23,28 +36,24 @@ from workbench.gui.jobs import Job
 from workbench.gui.selection import Selection
 from workbench.gui.session import Session
 from workbench.gui.views.model_view import section_label
+from workbench.gui.views.view_inputs import (
+    error_text,
+    fill_layers,
+    initial_layer,
+    ready_inputs,
+)
 from workbench.gui.widgets.ablation_panel import AblationPanel
 from workbench.gui.widgets.empty_state import MessageOrContent, view_frame
 from workbench.gui.widgets.export import export_csv, export_png
 from workbench.gui.widgets.gallery_strip import GalleryPanel, Tile
 from workbench.gui.widgets.input_inspector import InputInspector
 from workbench.gui.widgets.relevance_heatmap import RelevanceHeatmap
-from workbench.gui.views.view_inputs import error_text, fill_layers, ready_inputs
 
-DEFAULT_M = 6  # IDC's default number of important neurons (spec §2.2)
+DEFAULT_M = 6  # IDC's default number of important neurons (docs/methods/idc.md#important-neurons)
 GALLERY_SIZE = 9  # images per ranking: a 3×3 grid
 GALLERY_SAMPLE = 10_000  # training images a gallery ranks: a seeded sample keeps it to seconds
 ABLATION_DRAWS = 5
-WEIGHTED_TYPES = ("Linear", "Conv1d", "Conv2d", "Conv3d")
 M_DEBOUNCE_MS = 300  # the ablation waits for the m spin box to rest
-
-
-def default_layer(catalogue) -> str | None:
-    """IDC's subject layer: the last Conv/Linear before the output layer (LeNet-5 fc2, LeNet-1 conv2)."""
-    weighted = [layer.name for layer in catalogue if layer.type in WEIGHTED_TYPES]
-    if len(weighted) >= 2:
-        return weighted[-2]
-    return weighted[0] if weighted else (catalogue[0].name if catalogue else None)
 
 
 def number(value: float) -> str:
@@ -284,7 +293,7 @@ class ImportanceView(QWidget):
             return
         layer = self.selection.layer
         if layer not in self._layers:
-            self.selection.set_layer(default_layer(bundle.catalogue))  # comes back here through `changed`
+            self.selection.set_layer(initial_layer(bundle.catalogue))  # comes back here through `changed`
             return
         self.stack.show_content()
         self.inspector.set_splits({s: len(data.splits[s]) for s in ("test", "train") if s in data.splits

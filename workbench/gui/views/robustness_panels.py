@@ -2,8 +2,9 @@
 
 Each panel owns its controls and its plot or gallery and asks the view to start or cancel its job
 (`start_requested`, `cancel_requested`); the view runs the jobs and feeds results back. The
-defaults are quick on a CPU (two epochs, one seed); the spec's full protocol is a few clicks away
-and every run records the settings it used.
+defaults are quick on a CPU (two epochs, one seed); the full protocol
+(docs/methods/fuzzing-and-retraining.md#the-robot-experiment) is a few clicks away and every run
+records the settings it used.
 """
 
 from __future__ import annotations
@@ -11,15 +12,26 @@ from __future__ import annotations
 import re
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import (QCheckBox, QDoubleSpinBox, QHBoxLayout, QLabel, QLineEdit, QMenu, QPushButton,
-                               QSpinBox, QToolButton, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QDoubleSpinBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QMenu,
+    QPushButton,
+    QSpinBox,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from workbench.core.errors import WorkbenchError
 from workbench.gui.views.robustness_report import STRATEGY_TITLES
 from workbench.gui.widgets.fuzz_pairs import FuzzPairs
 from workbench.gui.widgets.robustness_curves import RobustnessCurves
 
-COMPARED = ("be-st", "km-st", "deepgini", "random")  # the paper's comparison (§10.9)
+COMPARED = ("be-st", "km-st", "deepgini", "random")  # the RobOT paper's comparison
 OFFERED = ("be-st", "km-st", "deepgini", "random", "mcp", "coverage-greedy", "kmst-legacy")
 
 
@@ -135,7 +147,8 @@ class RetrainPanel(_JobPanel):
 
 
 class ConvergencePanel(_JobPanel):
-    """Rounds of attack → fine-tune on the current model (§9); mean FOL per round is the curve."""
+    """Rounds of attack → fine-tune on the current model; mean FOL per round is the curve
+    (docs/methods/fuzzing-and-retraining.md#convergence-loop)."""
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__("Start rounds", "Attack the training set against the current model, fine-tune on all "

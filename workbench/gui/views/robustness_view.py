@@ -1,4 +1,6 @@
-"""The Robustness view: which tests make the model more robust (RobOT, spec/robustness.md).
+"""The Robustness view: which tests make the model more robust (RobOT, Wang et al., ICSE 2021).
+
+Methods: docs/methods/fol-and-selection.md and docs/methods/fuzzing-and-retraining.md.
 
 On showing, it prepares the selected model and dataset once per ε and training-input count: the
 candidate pool (FGSM ∪ PGD successes on the training images), `fp_test` (the same on the test
@@ -13,7 +15,8 @@ project are read back. Then:
   plots static AE, adaptive and clean accuracy and mean FOL as runs finish (one colour per
   strategy, mean ± sd over seeds). When the project has no comparison for these weights yet, a
   quick one (two epochs, one seed) starts by itself, as the Coverage view measures its defaults.
-- **Convergence** runs the §9 loop and plots the same metrics per round.
+- **Convergence** runs the convergence loop (docs/methods/fuzzing-and-retraining.md#convergence-loop)
+  and plots the same metrics per round.
 - **Fuzzing** runs the FOL-guided fuzzer with a live count and seed → test pairs.
 
 Every run is stored in the project with its settings and shown again next time.
@@ -26,8 +29,18 @@ from dataclasses import replace
 
 import numpy as np
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QHBoxLayout, QLabel, QMenu, QSplitter,
-                               QTabWidget, QToolButton, QWidget)
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QSplitter,
+    QTabWidget,
+    QToolButton,
+    QWidget,
+)
 
 from workbench.core.errors import WorkbenchError
 from workbench.gui import robustness_tasks as rt
@@ -35,9 +48,20 @@ from workbench.gui.errors import report_error
 from workbench.gui.selection import Selection
 from workbench.gui.session import Session
 from workbench.gui.tasks import ProjectSnapshot
-from workbench.gui.views.robustness_panels import OFFERED, ConvergencePanel, FuzzPanel, RetrainPanel
-from workbench.gui.views.robustness_report import (baseline_text, convergence_series, experiment_series,
-                                                   selection_text, strategy_title, table_rows)
+from workbench.gui.views.robustness_panels import (
+    OFFERED,
+    ConvergencePanel,
+    FuzzPanel,
+    RetrainPanel,
+)
+from workbench.gui.views.robustness_report import (
+    baseline_text,
+    convergence_series,
+    experiment_series,
+    selection_text,
+    strategy_title,
+    table_rows,
+)
 from workbench.gui.views.view_inputs import error_text, ready_inputs
 from workbench.gui.widgets.empty_state import view_frame
 from workbench.gui.widgets.export import export_csv
@@ -45,12 +69,14 @@ from workbench.gui.widgets.fol_histogram import FolHistogram, fol_kind_label
 from workbench.gui.widgets.selection_strip import SelectionStrip
 
 POOL_INPUTS = {"10,000 training images": 10_000, "all training images": None}
-FALLBACK_EPS = 0.1  # for datasets without a spec'd ε (§5.2); the box says so
+# For datasets without a default ε (docs/methods/fol-and-selection.md#attack-budgets-per-dataset);
+# the box says so.
+FALLBACK_EPS = 0.1
 SELECT_DEBOUNCE_MS = 300
 
 
 def dataset_eps(dataset) -> tuple[float, str]:
-    """The dataset's default ε (§5.2) and a tooltip saying where it comes from."""
+    """The dataset's default ε and a tooltip saying where it comes from."""
     from workbench.core.robustness.attacks import default_eps
 
     name = dataset.recipe.get("name", dataset.name)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from workbench.core.layers import WEIGHTED_TYPES, default_layer
+
 
 def error_text(exc: BaseException) -> str:
     return f"{getattr(exc, 'message', None) or exc}\n{getattr(exc, 'hint', '')}".strip()
@@ -54,14 +56,18 @@ def ready_inputs(session, selection, stack, open_model: Callable[[], None], purp
     return session.models[model], session.datasets[spec]
 
 
+def initial_layer(catalogue) -> str | None:
+    """The layer a view shows first: IDC's default layer, else the model's first Conv/Linear or first layer."""
+    weighted = [layer.name for layer in catalogue if layer.type in WEIGHTED_TYPES]
+    return default_layer(catalogue) or next(iter(weighted), catalogue[0].name if catalogue else None)
+
+
 def fill_layers(view, bundle, verb: str) -> bool:
     """Fill `view.layer_box` with the model's layers (once per weights) and show the selected one.
 
     The view keeps `_layers` (names in box order) and `_catalogue_of`; the IDC default layer is
     marked. False, after saying why on `view.stack`, when the layers could not be listed.
     """
-    from workbench.gui.views.importance_view import default_layer  # imports this module: import late
-
     if not bundle.catalogue:
         view.stack.show_message("The model's layers could not be listed",
                                 bundle.catalogue_error or f"The model has no layers to {verb}.")

@@ -1,7 +1,7 @@
 """A coverage matrix: how many inputs reached each cell, or which of two test sets reached it (pyqtgraph).
 
 Counts use the sequential count map (viridis) with a colour bar, linear or logarithmic; cells no
-input reached are painted in a neutral grey outside the map (spec/gui.md §3), so covered and
+input reached are painted in a neutral grey outside the map, so covered and
 uncovered never look alike. The difference mode paints each cell by who covers it: only set A, only
 set B (each in its set's colour), both, or neither (the same grey). Rows that can never be covered
 (a KMNC neuron constant on the training data) are hatched. Thin lines separate the cells while they
@@ -19,7 +19,13 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QCursor, QPalette, QPen
 from PySide6.QtWidgets import QApplication, QGraphicsRectItem, QToolTip
 
-from workbench.gui.colors import BOTH_SETS, COUNT_COLORMAP, MARKED, NEVER_COVERABLE, UNCOVERED
+from workbench.gui.colors import (
+    BOTH_SETS,
+    COUNT_COLORMAP,
+    MARKED,
+    NEVER_COVERABLE,
+    UNCOVERED,
+)
 from workbench.gui.widgets.neuron_bars import ReadoutItem
 
 MIN_GRID_PX = 6  # cells narrower than this get no separating lines: they would hide the colours

@@ -1,6 +1,6 @@
 """The coverage summary: every chosen criterion (rows) on every chosen test set (columns).
 
-A cell reads "28.9 % — 74 / 256" (spec/gui.md §3). While a set is measured its cells show the
+A cell reads "28.9 % — 74 / 256": one decimal and the count behind it. While a set is measured its cells show the
 running value in grey; a criterion that could not be measured says so in red, with the reason as
 the tooltip; a result with warnings (neurons that can never be covered, undefined surprise) is
 marked ⚠ and lists them in its tooltip. Choosing a row emits `criterion_chosen(name)`.
@@ -10,7 +10,12 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHeaderView,
+    QTableWidget,
+    QTableWidgetItem,
+)
 
 from workbench.gui.colors import MISMATCH
 from workbench.gui.coverage_choices import CRITERION_HELP, CRITERION_TITLES

@@ -1,6 +1,6 @@
 """What a view shows when it has nothing to show yet: what is happening or what to do next.
 
-Never an empty canvas (spec/gui.md §1): a title, a sentence, and the buttons that move things on,
+A view never shows an empty canvas: a title, a sentence, and the buttons that move things on,
 or a busy bar while a job fetches the data.
 """
 
@@ -9,8 +9,16 @@ from __future__ import annotations
 from typing import Callable
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QHBoxLayout, QLabel, QProgressBar, QPushButton, QSizePolicy, QStackedWidget,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QSizePolicy,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
 
 class EmptyState(QWidget):

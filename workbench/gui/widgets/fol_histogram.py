@@ -2,15 +2,16 @@
 the candidates a selection strategy picked.
 
 `FolHistogram.set_sets(kind_label, {"clean": fol, "FGSM": fol, ...})` draws each set as a step
-outline with a light fill in its own qualitative colour (spec/gui.md §3); the legend, in a row of
-its own above the plot so that it never hides a bin, gives each set's size. All sets share one set of bins over the union of their values, so the outlines can be
-compared bin by bin. `mark_selected(values)` draws one short tick per selected candidate under the
+outline with a light fill in its own qualitative colour; the legend, in a row of its own above the
+plot so that it never hides a bin, gives each set's size. All sets share one set of bins over the
+union of their values, so the outlines can be compared bin by bin. `mark_selected(values)` draws one short tick per selected candidate under the
 histograms, so the user sees which part of the distribution a strategy picked (BE-ST: both ends;
 KM-ST: spread over the range). Hovering reads a bin out; clicking it emits `bin_clicked(bin)`, and
 `members(name, bin)` gives the positions of that set's values in the bin (for linked selection).
 
 The x axis is titled with the FOL kind, e.g. "FOL∞ (FOSC, ε = 0.1)" or "grad-L2 (RobOT fuzzer
-FOL)" — `fol_kind_label` builds these; "FOL-L2" is refused (spec/robustness.md §2.3).
+FOL)" — `fol_kind_label` builds these; "FOL-L2" is refused, because the gradient norm
+is not a FOSC value (docs/methods/fol-and-selection.md#grad-l2).
 
 **Log x and values ≤ 0.** FOL spans decades, so the x axis can be logarithmic (`set_log_x`).
 FOL∞ is ≥ 0 in theory but is exactly 0 for saturated samples (keras-compat loss), ≈ 0 for
@@ -47,7 +48,7 @@ GRAD_L2_LABEL = "grad-L2 (RobOT fuzzer FOL)"
 def fol_kind_label(kind: str, eps: float | None = None) -> str:
     """The axis title of a FOL kind, named as the core's score keys: "fol_linf" (or "fol_inf") →
     "FOL∞ (FOSC, ε = 0.1)", "fosc_l2" → "FOSC-L2 (ε = 0.5)", "grad_l2" → "grad-L2 (RobOT fuzzer FOL)"
-    (spec/robustness.md §2)."""
+    (docs/methods/fol-and-selection.md)."""
     eps_text = "" if eps is None else f"ε = {eps:.4g}"
     if kind in ("fol_linf", "fol_inf"):
         return "FOL∞ (FOSC" + (f", {eps_text})" if eps_text else ")")

@@ -4,10 +4,11 @@ Each tile shows three pictures side by side — the seed, the generated test, an
 (test − seed) on the diverging blue–white–red map, centred at 0 with symmetric levels ±max|Δ| of
 that pair, so even a faint perturbation is visible ("amplified"); the tooltip gives that maximum.
 Under them: the seed's predicted label ŷ with its class colour, "→ new label" in red, and the test's
-grad-L2 (the RobOT fuzzer's FOL, spec/robustness.md §2.3) and relative L2 distance ‖x − x0‖₂/‖x0‖₂.
+grad-L2 (the RobOT fuzzer's FOL, docs/methods/fol-and-selection.md#grad-l2) and relative L2
+distance ‖x − x0‖₂/‖x0‖₂.
 Above the gallery a counter reads "1,234 tests from 87 seeds, 12.3 s" (`set_progress`).
 
-The gallery is a list model with a painting delegate (no widget per tile, spec/gui.md §5), so tests
+The gallery is a list model with a painting delegate (no widget per tile), so tests
 can be appended as the fuzzer reports them (`add_pairs`) while the view keeps its scroll position.
 """
 

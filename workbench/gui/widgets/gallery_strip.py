@@ -3,7 +3,8 @@
 `GalleryGrid` paints a few tiles itself (no widget per image): each image scaled by a whole factor
 with nearest-neighbour sampling, the relevance overlay at the chosen opacity, and one line under it:
 the true label with its class colour and the score — or, with a red frame, the prediction where it
-differs from the label (spec/gui.md §3). The tooltip says all of it. Arrow keys move between tiles; a click or Enter emits `activated(position)`.
+differs from the label, as under every thumbnail in the workbench. The tooltip says all of it. Arrow
+keys move between tiles; a click or Enter emits `activated(position)`.
 `GalleryPanel` puts the two rankings side by side under the neuron's name.
 """
 

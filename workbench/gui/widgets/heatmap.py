@@ -2,7 +2,7 @@
 
 Rows run top to bottom, columns left to right, each cell one unit wide, so cell (r, c) covers
 [c, c+1] × [r, r+1]. Values go to the image as C-contiguous float32 with explicit levels and no
-NaN (spec/gui.md §3). Small matrices print their values in the cells, in black or white, whichever
+NaN. Small matrices print their values in the cells, in black or white, whichever
 reads better on the cell's colour.
 """
 

@@ -1,7 +1,7 @@
 """A class × neuron relevance heatmap with the relevance per neuron as bars underneath (pyqtgraph).
 
 Signed relevance uses the diverging map centred at 0 with symmetric levels and a colour bar with
-units (spec/gui.md §3). Column n is neuron n, covering [n, n+1]; the bars below stand on the same
+units, as every heatmap of the workbench. Column n is neuron n, covering [n, n+1]; the bars below stand on the same
 columns (shared x axis, equal axis widths), so a neuron's bar sits under its column. A strip above
 the matrix marks the top-m neurons over all classes with triangles; dots mark each class's own
 top-m; the selected neuron's column is outlined. A class with no correctly classified inputs, and
@@ -110,7 +110,7 @@ class RelevanceHeatmap(pg.GraphicsLayoutWidget):
         self.row_labels = list(row_labels)
         limit = symmetric_limit(matrix)
         self.levels = (-limit, limit)
-        # The image gets no NaN (spec: explicit levels, no NaN): missing cells are 0, hatched over.
+        # The image gets explicit levels and no NaN: missing cells are 0, hatched over.
         self.image.setImage(np.ascontiguousarray(np.nan_to_num(matrix, nan=0.0, posinf=0.0, neginf=0.0)),
                             levels=self.levels)
         self.image.setRect(QRectF(0, 0, cols, rows))

@@ -1,4 +1,4 @@
-"""Relevance drawn over an image: a diverging heatmap blended over the grey picture (spec/gui.md §3).
+"""Relevance drawn over an image: a diverging heatmap blended over the grey picture.
 
 Levels are symmetric around zero (±the largest |relevance| of the image), so white means "no
 relevance", red "for the explained class", blue "against". Each pixel's colour covers the grey image

@@ -1,7 +1,7 @@
 """Robustness against budget, round or epoch: one small plot per metric, one colour per strategy.
 
 Retraining compares strategies (BE-ST, KM-ST, DeepGini, random, MCP, coverage-greedy …) over
-budgets; the convergence loop follows one model over rounds (spec/robustness.md §7–§9). Several
+budgets; the convergence loop follows one model over rounds (docs/methods/fuzzing-and-retraining.md). Several
 metrics on one plot would need a line style per metric on top of a colour per strategy, and a dozen
 crossing lines do not read, so each metric gets its own small plot — static AE accuracy, adaptive
 robust accuracy, clean accuracy (0–100 %), mean FOL (its own units) — laid out in a grid with a shared,
@@ -41,7 +41,8 @@ class Metric:
     help: str = ""
 
 
-# The metrics of spec/robustness.md §8, in the order their plots are laid out.
+# The robustness report's metrics (docs/methods/fuzzing-and-retraining.md#robustness-reports), in the
+# order their plots are laid out.
 METRICS: dict[str, Metric] = {
     "static": Metric("Static AE accuracy", "Accuracy on fp_test (%)", True, True,
                      "Accuracy on the frozen adversarial evaluation set fp_test (RobOT's empirical robustness)"),

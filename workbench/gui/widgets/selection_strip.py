@@ -1,6 +1,6 @@
 """The candidates a selection strategy picked, as thumbnails: a horizontal strip or a compact grid.
 
-Each cell shows the adversarial image (nearest-neighbour, whole-number scale, spec/gui.md §3), its
+Each cell shows the adversarial image (nearest-neighbour, whole-number scale: no blur), its
 true label with the class colour, "→ adversarial prediction" in red under a red frame (a candidate
 is a successful adversarial, so the two differ), and a third line with its FOL value and the attack
 that made it. The cells are sorted by FOL (ascending by default: BE-ST's two ends sit at the two
