@@ -1,7 +1,8 @@
-"""IDC fidelity (spec §4.1): does our IDC behave as the DeepImportance paper says it should?
+"""IDC fidelity: does our IDC behave as the DeepImportance paper says it should?
+(docs/methods/idc.md#expected-behaviour)
 
-For each bundled model at its IDC subject layer (spec §2.2) and m = 6, 8, 10, 12 on the model's own
-test split:
+For each bundled model at its IDC subject layer (docs/methods/idc.md#subject-layer) and m = 6, 8, 10, 12
+on the model's own test split:
 
 1. IDC in all-classes mode (one model) and in per-class mode (one model per class, test inputs routed
    by ground truth, the mean over classes: the paper's Table 3 protocol), as % and covered / |INCC|.
@@ -37,7 +38,7 @@ from workbench.core.model_io import load_model
 
 MS = (6, 8, 10, 12)
 DEFAULT_MODELS = ("lenet5-fashion:fashion-mnist", "lenet5-mnist5k:mnist-5k")
-# DeepImportance Table 3, MNIST 60k/10k, released LeNets, per-class mean IDC %, U_O (spec §4.2)
+# DeepImportance Table 3, MNIST 60k/10k, released LeNets, per-class mean IDC %, U_O
 PAPER = {"lenet1": {6: 34.6, 8: 14.1, 10: 5.5, 12: 2.1}, "lenet4": {6: 58.8, 8: 26.9, 10: 13.5, 12: 4.5},
          "lenet5": {6: 47.0, 8: 28.0, 10: 9.5, 12: 4.4}}
 

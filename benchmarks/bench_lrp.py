@@ -58,7 +58,7 @@ def our_pass(explainer: LRP, batches: list[torch.Tensor], **kwargs) -> None:
 
 
 def zennit_pass(model: nn.Module, batches: list[torch.Tensor], has_batchnorm: bool):
-    """Zennit's LRP-0 composite (§1.6 of the spec); None when Zennit is not installed."""
+    """Zennit's LRP-0 composite (the test oracle for our rules); None when Zennit is not installed."""
     try:
         from zennit.attribution import Gradient
         from zennit.canonizers import SequentialMergeBatchNorm

@@ -3,10 +3,10 @@
     .venv/bin/python benchmarks/bench_robot_experiment.py [--budgets 1%,2%,4%,8%] [--seeds 0,1,2]
         [--epochs 10] [--out benchmarks/robot] [--checkpoint clean]
 
-Protocol (spec/robustness.md §5.3, §7, §8): the bundled `lenet5-fashion`, ε = 0.1; the candidate pool
-is FGSM ∪ PGD successes over all 60k training images against the original model; 10 % of its source
-images are held out for checkpointing (clean mode); `fp_test` is FGSM ∪ PGD successes over the 10k
-test images, frozen. Each (strategy, budget, seed) fine-tunes a copy of the original with the
+Protocol (docs/methods/fuzzing-and-retraining.md#the-robot-experiment): the bundled `lenet5-fashion`,
+ε = 0.1; the candidate pool is FGSM ∪ PGD successes over all 60k training images against the original
+model; 10 % of its source images are held out for checkpointing (clean mode); `fp_test` is FGSM ∪ PGD
+successes over the 10k test images, frozen. Each (strategy, budget, seed) fine-tunes a copy of the original with the
 `robot-mnist` preset (Adam 1e-3, batch 64) on train ∪ selected and reports static AE accuracy,
 adaptive PGD-10 robust accuracy on a fixed seeded 1,000-image test subset, and clean accuracy.
 
@@ -97,7 +97,8 @@ def main() -> int:
     params = {"strategies": strategies, "budgets": budgets, "seeds": seeds, "preset": "robot-mnist",
               "epochs": args.epochs or 10, "checkpoint_mode": args.checkpoint, "eps": eps, "model": args.model,
               "dataset": args.data, "model_fingerprint": key["model_fingerprint"],
-              "eps_source": f"the {args.data} default of spec/robustness.md §5.2",
+              "eps_source": f"the {args.data} default of "
+                            "docs/methods/fol-and-selection.md#attack-budgets-per-dataset",
               "report_subset": setup.report_subset}
     result = ExperimentResult(rows, setup.summary(), params)
     from workbench.core.robustness.experiment_plot import save_experiment_plot

@@ -9,7 +9,7 @@ In one process, with the bundled `lenet5-fashion` in eval mode on the CPU, it ti
   (ii) our `attacks.pgd` and `attacks.fgsm` against torchattacks `PGD(ε, ε/6, 10)` and
        `FFGSM(ε, ε)` on the same model and the first 10,000 test images, batch by batch. Each side
        draws its own random start: ours from a `torch.Generator` seeded per batch, torchattacks
-       from the global generator seeded the same way, so PGD starts from the same tensor (§10.5)
+       from the global generator seeded the same way, so PGD starts from the same tensor
        and the outputs are compared; FFGSM draws with `randn_like(x).uniform_` instead, so for the
        FGSM identity check its start is rebuilt and injected (outside the timing).
   (iii) the coverage-guided baseline: `neuron_coverage_items` (NC, threshold 0, post-activation
@@ -115,7 +115,7 @@ def ours_fgsm(module, batches, eps):
 def theirs(attack, batches):
     out = []
     for k, (x, y) in enumerate(batches):
-        torch.manual_seed(k)  # the same start as ours for PGD (one whole-batch draw, §10.5)
+        torch.manual_seed(k)  # the same start as ours for PGD (one whole-batch draw)
         out.append(attack(x, y))
     return out
 
@@ -178,7 +178,7 @@ def bench_coverage_greedy(model, train, batch: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--eps", type=float, default=0.1)  # the workbench's Fashion-MNIST default (§5.2)
+    parser.add_argument("--eps", type=float, default=0.1)  # the workbench's Fashion-MNIST default
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--attack-images", type=int, default=10_000)
     parser.add_argument("--skip-fol", action="store_true")

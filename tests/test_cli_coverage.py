@@ -214,8 +214,9 @@ def test_a_saved_state_is_used_and_one_from_another_model_or_layer_is_refused(ev
 
 
 def test_fidelity_idc_falls_as_m_grows_and_is_deterministic_for_a_seed(capsys, tmp_path):
-    """Spec §4.1 on the slice: IDC(m+1) ≤ IDC(m) on a fixed test set, and a fixed seed gives the same
-    clusters and combinations (a fresh project, so nothing is reused)."""
+    """IDC's expected behaviour (docs/methods/idc.md#expected-behaviour) on the slice: IDC(m+1) ≤ IDC(m)
+    on a fixed test set, and a fixed seed gives the same clusters and combinations (a fresh project, so
+    nothing is reused)."""
     runs = {m: run_json(capsys, *BASE, "--m", m, "--project", tmp_path / "a")["criteria"]["idc"]
             for m in (6, 8, 10, 12)}
     fractions = [runs[m]["value"] for m in (6, 8, 10, 12)]

@@ -186,7 +186,7 @@ def test_retrain_table_baseline_and_stored_run(attacked, digits_model_file):
                     "--epochs", 1, "--project", folder, "--pool", POOL, "--report-inputs", 100, "--name", "rt")
     assert rt["eps"] == 0.1 and rt["checkpoint_mode"] == "clean" and rt["optimistic"] is False
     base = rt["baseline"]
-    assert base["static_ae_accuracy"] == 0.0 and base["adaptive_inputs"] == 100  # 0 % by construction (§10.4)
+    assert base["static_ae_accuracy"] == 0.0 and base["adaptive_inputs"] == 100  # 0 % by construction
     selectable = rt["setup"]["selectable"]
     assert rt["setup"]["heldout"] > 0 and selectable + rt["setup"]["heldout"] == rt["setup"]["pool"]["candidates"]
     assert [row["strategy"] for row in rt["rows"]] == ["be-st", "random", "coverage-greedy"]

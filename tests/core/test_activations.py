@@ -156,7 +156,8 @@ def test_float64_models_get_float64_inputs(digits_model, digits):
 
 
 def test_post_point_of_a_conv_bn_relu_block_is_after_the_relu():
-    """spec §1.5: "post" is the block output after any BatchNorm and activation."""
+    """The "post" point is the block output after any BatchNorm and activation
+    (docs/methods/importance.md#neurons-and-their-values)."""
     from workbench.core.layers import layer_catalogue
     from workbench.core.models import cifar_convnet, lenet5
 
@@ -165,3 +166,32 @@ def test_post_point_of_a_conv_bn_relu_block_is_after_the_relu():
     assert layers["fc1"].activation == "relu5" and layers["fc2"].activation is None
     lenet = {l.name: l for l in layer_catalogue(lenet5(10), (1, 28, 28))}
     assert lenet["conv2"].activation == "relu2" and lenet["pool2"].activation is None
+
+
+def test_two_threads_capturing_from_one_model_each_get_their_own_values(net, images):
+    """Two jobs run one model at once (the GUI's lanes): a hook must capture only its own thread's passes."""
+    import threading
+
+    definition = NeuronDefinition("fc1", "post")
+    small = Split(images.images[:37], images.labels[:37])
+    expected = {name: collect_activations(JobContext("cpu"), net, data, definition, (1, 28, 28), batch_size=8)
+                for name, data in (("all", images), ("small", small))}
+    got, errors, start = {}, [], threading.Barrier(2)
+
+    def run(name, data):
+        try:
+            start.wait()
+            got[name] = [collect_activations(JobContext("cpu"), net, data, definition, (1, 28, 28), batch_size=8)
+                         for _ in range(20)]  # enough passes for the two threads' batches to interleave
+        except Exception as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=item) for item in (("all", images), ("small", small))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    for name in expected:
+        for values in got[name]:
+            np.testing.assert_allclose(values, expected[name], rtol=1e-6, atol=1e-6)

@@ -1,7 +1,8 @@
-"""Where relevance goes (spec §1.4): `LRP.explain(track_absorbed=True)` accounts for what each layer keeps
-back, so that start = layer + kept back, input by input, for every rule; `conservation_check` sums that
-over a dataset. References: the per-layer bias share `Σ_j R_j b_j / s(z_j)` computed by hand, and the
-bias-free case where nothing is kept back. Also: a layer LRP cannot handle names the model's layers."""
+"""Where relevance goes (docs/methods/importance.md#conservation-check): `LRP.explain(track_absorbed=True)`
+accounts for what each layer keeps back, so that start = layer + kept back, input by input, for every rule;
+`conservation_check` sums that over a dataset. References: the per-layer bias share `Σ_j R_j b_j / s(z_j)`
+computed by hand, and the bias-free case where nothing is kept back. Also: a layer LRP cannot handle names
+the model's layers."""
 
 from __future__ import annotations
 

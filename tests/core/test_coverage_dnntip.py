@@ -115,7 +115,7 @@ def test_tknc_with_ties(acts, k):
     mine, value = ours(TKNC(k, conv_neuron="element", semantics="dnn-tip"), train, test)
     np.testing.assert_array_equal(mine, profile)
     assert value.covered == profile.any(0).sum()
-    if k < 12:  # the zeros tie at the k-th place, so the tie rule matters: the spec's lower-index rule differs
+    if k < 12:  # the zeros tie at the k-th place, so the tie rule matters: the default lower-index rule differs
         assert (TKNC(k, conv_neuron="element").profile(test) != profile).any()
 
 
@@ -187,7 +187,7 @@ def test_mdsa(ats):
     got = MDSA(semantics="dnn-tip").fit(train, predictions=train_pred).score(test, predictions=test_pred)
     np.testing.assert_allclose(got, expected, rtol=1e-9)
     spec = MDSA().fit(train, predictions=train_pred).score(test, predictions=test_pred)
-    np.testing.assert_allclose(spec, np.sqrt(expected), rtol=1e-9)  # the spec's MDSA is the distance itself
+    np.testing.assert_allclose(spec, np.sqrt(expected), rtol=1e-9)  # the default MDSA is the distance itself
 
 
 @pytest.mark.parametrize("overflow", [False, True])

@@ -1,4 +1,4 @@
-"""IDC on tiny arrays whose clusters and covered combinations are worked out by hand (spec §2)."""
+"""IDC on tiny arrays whose clusters and covered combinations are worked out by hand (docs/methods/idc.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The coverage job end to end on the bundled LeNet-5 and the 2,000/1,000 Fashion-MNIST slice: it agrees
 with the criteria driven by hand, streams with progress and cancellation, stores and reuses artifacts,
-refuses bad input clearly, and shows the fidelity properties of spec §4.1."""
+refuses bad input clearly, and shows the expected behaviour of docs/methods/idc.md#expected-behaviour."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def test_fidelity_idc_falls_with_m_is_deterministic_and_k2_dominates(model, smal
     fractions = [first[f"m{m}"].value.fraction for m in (6, 8, 10, 12)]
     assert fractions == sorted(fractions, reverse=True) and fractions[0] > fractions[-1]
     ks = first["m12"].criterion.k_histogram()
-    assert ks.get(2, 0) >= 0.75 * 12  # silhouette picks k = 2 for most neurons (§4.1)
+    assert ks.get(2, 0) >= 0.75 * 12  # silhouette picks k = 2 for most neurons
     again = measure_coverage(ctx(), model, small, "fc2", [("m8", IDC(m=8))], test_indices=SOME)["m8"]
     assert again.criterion.input_codes.tolist() == first["m8"].criterion.input_codes.tolist()
     assert [c.centroids.tolist() for c in again.criterion.clusters] == \

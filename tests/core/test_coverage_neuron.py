@@ -1,4 +1,5 @@
-"""Classic criteria on tiny arrays whose coverage is computed by hand (spec §3.2–§3.5)."""
+"""Classic criteria on tiny arrays whose coverage is computed by hand (docs/methods/classic-criteria.md#nc to
+#tknc-and-tknp)."""
 
 from __future__ import annotations
 

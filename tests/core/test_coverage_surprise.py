@@ -1,4 +1,5 @@
-"""Surprise adequacy and surprise coverage on tiny arrays computed by hand (spec §3.6)."""
+"""Surprise adequacy and surprise coverage on tiny arrays computed by hand
+(docs/methods/classic-criteria.md#surprise-adequacy and #surprise-coverage)."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def test_lsa_drops_low_variance_neurons_in_any_class():
     rng = np.random.default_rng(1)
     train = rng.normal(size=(200, 3))
     groups = np.repeat([0, 1], 100)
-    train[:100, 2] = 0.5  # constant in class 0 only: dropped for every class (§3.6)
+    train[:100, 2] = 0.5  # constant in class 0 only: dropped for every class
     lsa = LSA().fit(train, predictions=groups)
     assert lsa.kept_neurons.tolist() == [0, 1]
     test = rng.normal(size=(5, 3))

@@ -53,7 +53,7 @@ def test_fashion_slice_by_path_matches_raw_idx_bytes(fashion_slice, slice_dir):
     _check_common(fashion_slice, 10, (1, 28, 28))
     assert fashion_slice.class_names == FASHION_CLASSES
     assert {k: len(v) for k, v in fashion_slice.splits.items()} == {"train": 2000, "test": 1000}
-    # independent parse, as in the spec: 16-byte header for images, 8 for labels
+    # independent parse of the IDX format: 16-byte header for images, 8 for labels
     x = _read_gz_idx(slice_dir / "t10k-images-idx3-ubyte.gz", 16).reshape(-1, 28, 28)
     y = _read_gz_idx(slice_dir / "t10k-labels-idx1-ubyte.gz", 8)
     test = fashion_slice.split("test")

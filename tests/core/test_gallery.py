@@ -1,6 +1,7 @@
 """The neuron gallery and the input inspector (issue item 5): streaming top-k by relevance and by
 activation against a full scan and argsort; the neuron's input heatmap against an independent
-gradient × input oracle (LRP-0 on ReLU nets, spec §1.4 test 3) and against conservation; PNG export."""
+gradient × input oracle (LRP-0 equals it on ReLU nets, docs/methods/importance.md#conservation-check) and against
+conservation; PNG export."""
 
 from __future__ import annotations
 

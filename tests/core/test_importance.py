@@ -1,5 +1,6 @@
-"""Neuron importance over a dataset (spec §1.5): sums over correctly classified inputs, per class,
-top-m, streaming job behaviour (progress, partial totals, cancellation) and artifact reuse.
+"""Neuron importance over a dataset (docs/methods/importance.md#aggregation-over-the-training-set): sums
+over correctly classified inputs, per class, top-m, streaming job behaviour (progress, partial totals,
+cancellation) and artifact reuse.
 
 The data is synthetic and its labels are made from the model's own predictions, so which inputs
 are correctly classified is known exactly."""

@@ -1,4 +1,4 @@
-"""LRP core (spec §1): conservation, the exact gradient×input oracle, hand-computed values, z+/αβ
+"""LRP core (docs/methods/importance.md): conservation, the exact gradient×input oracle, hand-computed values, z+/αβ
 identities, max-pool variants, Zennit agreement, and clear refusals. Tiny float64 nets, few images."""
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def every_layer_net() -> nn.Sequential:
 
 
 def smooth_activation_net() -> nn.Sequential:
-    """Non-ReLU element-wise activations (pass-through, §1.2): conservation only, no oracle."""
+    """Non-ReLU element-wise activations (they pass relevance through): conservation only, no oracle."""
     return nn.Sequential(
         nn.Conv2d(1, 3, 3), nn.Tanh(), nn.MaxPool2d(2), nn.Conv2d(3, 4, 3), nn.ELU(), nn.Flatten(),
         nn.Linear(4 * 4 * 4, 12), nn.GELU(), nn.Linear(12, 10), nn.SiLU(), nn.Linear(10, 6), nn.LeakyReLU(0.1),
@@ -62,7 +62,7 @@ def smooth_activation_net() -> nn.Sequential:
 
 
 class Residual(nn.Module):
-    """A small ResNet-style net with a residual sum and a concatenation: needs torch.fx (§1.2)."""
+    """A small ResNet-style net with a residual sum and a concatenation: needs torch.fx."""
 
     def __init__(self):
         super().__init__()
@@ -109,7 +109,7 @@ def build(name: str, seed: int = 0) -> tuple[nn.Module, torch.Tensor]:
 
     Weights are scaled by 2.5 so activations keep their size through the layers (PyTorch's default
     init shrinks them about 2.5× per ReLU layer): logits of order 1 make the 1e-9 relative
-    tolerances of §1.4 meaningful rather than swamped by the 1e-12 stabiliser.
+    tolerances of the conservation tests meaningful rather than swamped by the 1e-12 stabiliser.
     """
     torch.manual_seed(seed)
     factory, shape = MODELS[name]
@@ -153,7 +153,7 @@ def close(a: torch.Tensor, b: torch.Tensor, rtol: float) -> bool:
     return float((a - b).abs().max()) <= rtol * scale
 
 
-# --- conservation (§1.4, tests 1 and 2) ---------------------------------------------------------------
+# --- conservation: exact without biases; with them, a layer loses only its biases' share -------------
 
 # Layers of the residual net that every path crosses; a branch (conv_a…conv_b, side) carries only part.
 RESIDUAL_CUTS = ["stem", "relu", "add", "relu_1", "cat", "pool", "view", "fc"]
@@ -208,7 +208,7 @@ def test_with_biases_each_layer_keeps_what_its_bias_does_not_absorb(name):
     assert absorbed_somewhere  # the identity was not vacuous: biases did take relevance
 
 
-# --- the exact oracle (§1.4 test 3) --------------------------------------------------------------------
+# --- the exact oracle: LRP-0 equals gradient × input on ReLU nets ------------------------------------
 
 @pytest.mark.parametrize("name", RELU_MODELS)
 def test_lrp0_equals_activation_times_gradient_at_every_layer(name):
@@ -289,7 +289,8 @@ def test_tiny_dense_model_matches_hand_computation(rule, hidden, inputs):
 
 def brute_force_dense(layers: list[nn.Linear], x: torch.Tensor, rule: str, alpha=2.0, beta=1.0, eps=1e-12,
                       bias_in_denominator=True) -> list[list[float]]:
-    """The spec's §1.1 table, written out with Python loops over i and j (ReLU between the layers)."""
+    """The rule table of docs/methods/importance.md#rules, written out with Python loops over i and j
+    (ReLU between the layers)."""
     acts = [x.tolist()]
     for k, layer in enumerate(layers):
         weight, bias = layer.weight.detach(), layer.bias.detach()
@@ -344,7 +345,7 @@ def test_dense_net_matches_the_rule_table_brute_force(rule):
     assert torch.allclose(result.layers["2"][0], torch.tensor(expected[2], dtype=torch.float64), rtol=1e-9, atol=1e-12)
 
 
-# --- z+ and αβ (§1.4 test 4) ------------------------------------------------------------------------
+# --- z+ and αβ ---------------------------------------------------------------------------------------
 
 def test_zplus_is_non_negative_and_conserves_where_the_positive_denominator_is_positive():
     model, x = build("lenet5")
@@ -438,7 +439,7 @@ def test_equal_split_equals_winner_without_ties_and_conserves_with_them(pool, sh
     assert torch.allclose(winner.input.sum(), winner.start.sum(), rtol=1e-12)
 
 
-# --- agreement with Zennit (§1.6) --------------------------------------------------------------------
+# --- agreement with Zennit, the test oracle for the rules --------------------------------------------
 
 def zennit_relevance(model: nn.Module, x: torch.Tensor, composite, names: list[str]):
     """Zennit's input relevance and the relevance arriving at each named module's output."""

@@ -1,4 +1,6 @@
-"""FGSM/PGD with random start and the successful-adversarial pool (spec/robustness.md §5, §10.4–§10.5)."""
+"""FGSM/PGD with random start and the successful-adversarial pool (docs/methods/fol-and-selection.md#attacks,
+#attack-budgets-per-dataset and #candidate-pool): the seeded random start matches torchattacks' global draw,
+and the model an attack was made against gets every pool candidate wrong."""
 
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ def test_fgsm_and_pgd_equal_torchattacks(digits_model, digits):
     x0, y = _batch(digits)
     eps = 0.3
     # PGD: torchattacks draws `empty_like(x).uniform_` from the global generator — seeded the same way,
-    # our own generator-seeded draw gives the same start (§10.5).
+    # our own generator-seeded draw gives the same start.
     torch.manual_seed(11)
     theirs = torchattacks.PGD(module, eps=eps, alpha=eps / 6, steps=10, random_start=True)(x0, y)
     ours = A.pgd(module, x0, y, eps, seed=11)
@@ -116,7 +118,7 @@ def test_attack_split_keeps_only_successes_and_model_scores_zero(digits_model, d
     np.testing.assert_array_equal(pool.labels, split.labels[pool.source_index])
     with torch.no_grad():
         predicted = digits_model.module(torch.from_numpy(pool.images)).argmax(1).numpy()
-    assert (predicted != pool.labels).all()  # the original model scores 0 % on its own pool (§10.4)
+    assert (predicted != pool.labels).all()  # the original model scores 0 % on its own pool
     assert np.abs(pool.images - pool.clean_images(split)).max() <= 0.3 + 1e-6
     assert pool.params["succeeded"]["pgd"] + pool.params["succeeded"]["fgsm"] == len(pool)
     assert pool.params["eps"] == 0.3 and pool.params["loss_mode"] == "logits"

@@ -1,4 +1,5 @@
-"""FOL-guided fuzzing (spec/robustness.md §6, structural checks §10.7)."""
+"""FOL-guided fuzzing (docs/methods/fuzzing-and-retraining.md#the-fuzzer): the recording rule and the distance bound,
+both FOL kinds, the double-backprop gradient, batching and seeding, budgets, refusals and storage."""
 
 from __future__ import annotations
 
@@ -86,7 +87,7 @@ def test_projection_keeps_everything_inside_the_ball(digits_model, digits):
     assert np.abs(r.images - x0).max() <= eps + 1e-6
     assert r.params["enqueued_linf_max"] <= eps + 1e-6 and r.params["enqueued_dist_max"] < 0.5
     assert r.inside_ball.all()
-    assert (r.fol_linf >= -1e-6 * (1 + eps * 64 * r.grad_l2)).all()  # FOL∞ ≥ 0 inside the ball (§2.1)
+    assert (r.fol_linf >= -1e-6 * (1 + eps * 64 * r.grad_l2)).all()  # FOL∞ ≥ 0 inside the ball (Hölder)
     assert (_flat_norm(r.images - x0) / _flat_norm(x0) < 0.5).all()
 
 

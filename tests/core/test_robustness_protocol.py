@@ -1,5 +1,6 @@
 """The candidate pool, robustness reports, fine-tuning, the convergence loop and stored runs
-(spec/robustness.md §5.3, §7, §8, §9), on scikit-learn digits with a tiny trained net."""
+(docs/methods/fol-and-selection.md#candidate-pool and docs/methods/fuzzing-and-retraining.md), on
+scikit-learn digits with a tiny trained net."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def test_pool_holds_only_successes_with_their_scores(ctx, digits_model, digits, 
     split = digits.split("test")
     assert len(test_pool) > 50
     assert set(test_pool.attack_counts()) == {"fgsm", "pgd"}
-    # Every candidate is misclassified by the model it was made against: 0 % on its own set (§10.4).
+    # Every candidate is misclassified by the model it was made against: 0 % on its own set.
     assert (R.predictions(ctx, digits_model, test_pool.images) != test_pool.labels).all()
     np.testing.assert_array_equal(test_pool.labels, split.labels[test_pool.source_index])
     x0 = split.numpy(test_pool.source_index)
@@ -95,7 +96,7 @@ def test_holdout_groups_by_source_and_keeps_the_attack_mix(test_pool):
     np.testing.assert_array_equal(again, selectable)
 
 
-# --- reports (§8) ------------------------------------------------------------------------------------
+# --- reports -----------------------------------------------------------------------------------------
 
 def test_report_of_the_original_model(ctx, digits_model, digits, test_pool):
     split = digits.split("test")
@@ -130,7 +131,7 @@ def test_report_refuses_a_nan_model(ctx, digits, test_pool):
         R.robustness_report(ctx, nan_model, digits.split("test"), EPS, test_pool)
 
 
-# --- fine-tuning (§7) --------------------------------------------------------------------------------
+# --- fine-tuning -------------------------------------------------------------------------------------
 
 def test_fine_tuning_keeps_the_best_checkpoint_and_leaves_the_original(ctx, digits_model, digits, test_pool):
     before = digits_model.fingerprint()
@@ -199,7 +200,7 @@ def test_job_stages_fill_their_slice_of_the_bar():
     assert seen == [(0.375, "second: half")]
 
 
-# --- the convergence loop (§9) -----------------------------------------------------------------------
+# --- the convergence loop ----------------------------------------------------------------------------
 
 def test_convergence_rounds_raise_static_accuracy(digits_model, digits, test_pool):
     rows = []
@@ -242,7 +243,7 @@ def test_runs_round_trip_through_a_project(tmp_project):
         save_run(tmp_project, "empty", "convergence", [], {})
 
 
-# --- the RobOT protocol, reduced (§10.9) ---------------------------------------------------------------
+# --- the RobOT protocol, reduced ---------------------------------------------------------------------
 
 def test_reduced_robot_experiment(digits_model, digits):
     """Two strategies × two budgets × two seeds on digits: every run retrains from the original weights."""

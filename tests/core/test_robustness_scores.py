@@ -1,4 +1,6 @@
-"""FOL and uncertainty scores (spec/robustness.md §2–§3, structural checks §10.1–§10.3, §10.8)."""
+"""FOL and uncertainty scores (docs/methods/fol-and-selection.md#fol-linf to #uncertainty-scores): one backward pass
+gives every input's own gradient, training mode is refused, FOL∞ ≥ 0 inside the ball, an analytic case,
+keras_compat saturation, sort directions, and the scoring job."""
 
 from __future__ import annotations
 

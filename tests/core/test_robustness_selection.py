@@ -1,4 +1,4 @@
-"""Selection strategies pinned on fixed arrays (spec/robustness.md §4, §10.6)."""
+"""Selection strategies pinned on fixed arrays (docs/methods/fol-and-selection.md#selection-strategies)."""
 
 from __future__ import annotations
 
@@ -275,7 +275,7 @@ def test_neuron_coverage_items_follow_the_nc_definition(digits):
         items = sel.neuron_coverage_items(JobContext("cpu"), model, ["conv1", "fc1"], images, threshold=threshold,
                                           batch_size=16)
         assert items.shape == (50, 8 + 32) and items.dtype == bool
-        with torch.no_grad():  # spec §3.2 from first principles: scale each input's layer tensor, channel means
+        with torch.no_grad():  # NC's scaling from first principles: scale each input's layer tensor, channel means
             x = torch.from_numpy(images)
             conv = model.relu1(model.conv1(x))
             dense = model.relu2(model.fc1(model.flatten(model.pool1(conv))))

@@ -72,11 +72,12 @@ def test_cancel_stops_a_job_within_a_second_and_nothing_is_written(qtbot, runner
 
 def test_cancelled_training_writes_no_checkpoint(qtbot, runner, tmp_path):
     from workbench.core.dataset_registry import load_dataset
-    from workbench.gui.tasks import train_and_save
+    from workbench.core.training import train_and_save
 
     dataset = load_dataset("fashion-mnist")
     out = tmp_path / "models" / "never.pt"
-    job = runner.submit("train", train_and_save, "lenet1", dataset, 200, 64, 1e-3, 0, out, "never", device="cpu")
+    job = runner.submit("train", train_and_save, "lenet1", dataset, out, "never", epochs=200, batch_size=64, lr=1e-3,
+                        seed=0, device="cpu")
     qtbot.waitUntil(lambda: job.record.done > 3, timeout=20000)
     t0 = time.monotonic()
     with qtbot.waitSignal(job.ended, timeout=1000):

@@ -1,9 +1,12 @@
-"""The pool sub-commands (spec/robustness.md §2–§6): `attack` builds a candidate pool of FGSM/PGD
-adversarials, `fol` scores inputs with both FOL kinds, `select` picks tests from a stored pool, and
-`fuzz` runs RobOT's FOL-guided fuzzer (optionally joining its tests to a pool).
+"""The pool sub-commands: `attack` builds a candidate pool of FGSM/PGD adversarials, `fol` scores
+inputs with both FOL kinds, `select` picks tests from a stored pool, and `fuzz` runs RobOT's
+FOL-guided fuzzer (optionally joining its tests to a pool).
+
+Methods: docs/methods/fol-and-selection.md (scores, attacks, #candidate-pool, #selection-strategies)
+and docs/methods/fuzzing-and-retraining.md#the-fuzzer.
 
 Each command checks its input before any work starts and writes to the project only when the job
-has finished (see `cli_robustness`).
+has finished (see `workbench.cli.common`).
 """
 
 from __future__ import annotations

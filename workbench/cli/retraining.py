@@ -1,10 +1,13 @@
-"""The retraining sub-commands (spec/robustness.md §7–§9): `retrain` fine-tunes on a selection and
-reports static AE, adaptive robust and clean accuracy; `converge` runs rounds of attack and
-cumulative fine-tuning until robustness reaches a requirement; `experiment robot` runs the whole
-RobOT grid of strategies × budgets × seeds and writes its report (CSV, Markdown, JSON and a plot).
+"""The retraining sub-commands: `retrain` fine-tunes on a selection and reports static AE, adaptive
+robust and clean accuracy; `converge` runs rounds of attack and cumulative fine-tuning until
+robustness reaches a requirement; `experiment robot` runs the whole RobOT grid of strategies ×
+budgets × seeds and writes its report (CSV, Markdown, JSON and a plot).
+
+Methods: docs/methods/fuzzing-and-retraining.md#retraining, #robustness-reports, #convergence-loop
+and #the-robot-experiment.
 
 Each command checks its input before any work starts and writes only when the job has finished
-(see `cli_robustness`).
+(see `workbench.cli.common`).
 """
 
 from __future__ import annotations

@@ -64,7 +64,8 @@ def parse_eps(text) -> float:
 
 
 def resolve_eps(args, dataset, stored: float | None = None, stored_what: str = "") -> tuple[float, str]:
-    """(ε, where it came from): --eps, --eps-preset, a stored artifact's ε, or the dataset default (§5.2)."""
+    """(ε, where it came from): --eps, --eps-preset, a stored artifact's ε, or the dataset default
+    (docs/methods/fol-and-selection.md#attack-budgets-per-dataset)."""
     from workbench.core.errors import WorkbenchError
     from workbench.core.robustness.attacks import DATASET_EPS, EPS_PRESETS, default_eps
 

@@ -7,7 +7,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from workbench.cli.common import add_common, emit, make_context
+from workbench.cli.common import add_common, emit, make_context, run_job
 
 
 def add_parsers(sub) -> None:
@@ -74,6 +74,7 @@ def cmd_train(args) -> int:
 def cmd_evaluate(args) -> int:
     from workbench.core.dataset_registry import load_dataset
     from workbench.core.model_io import load_model
+    from workbench.core.evaluation import save_evaluation
     from workbench.core.project import Project
     from workbench.core.training import evaluate
 
@@ -83,17 +84,10 @@ def cmd_evaluate(args) -> int:
     project = Project.open_or_create(args.project, dataset.recipe.get("name", args.data)) if args.project else None
     if project:
         project.ensure_writable()
-    ctx, bar = make_context(args)
-    try:
-        result = evaluate(ctx, model, dataset, args.split)
-    finally:
-        bar.close()
+    result, device = run_job(args, lambda ctx: evaluate(ctx, model, dataset, args.split))
     if project:
         project.add_model(args.model)
-        project.save_artifact("evaluation", f"evaluation {model.name} on {dataset.name}:{args.split}",
-                              {"confusion": result["confusion"], "predictions": result["predictions"]},
-                              model=model.name, model_fingerprint=model.fingerprint(), dataset=dataset.name,
-                              split=args.split, accuracy=result["accuracy"], device=str(ctx.device))
+        save_evaluation(project, model, dataset, args.split, result, device)
     confusion = result["confusion"]
     lines = [f"{model.name} on {dataset.name} ({args.split}, {result['n']} images): "
              f"accuracy {result['accuracy'] * 100:.2f} %", "Per class:"]

@@ -33,7 +33,8 @@ import numpy as np
 
 from workbench.core.activations import NeuronDefinition, hook_point, neuron_values
 from workbench.core.errors import WorkbenchError
-from workbench.core.importance import dataset_identity, cache_key
+from workbench.core.hooks import own_thread
+from workbench.core.importance import cache_key, dataset_identity
 from workbench.core.jobs import JobContext
 
 ARTIFACT_KIND = "ablation"
@@ -333,9 +334,9 @@ class _Ablator:
             self.up_to_hooked, self.after_hooked = module[:position + 1], module[position + 1:]
         else:
             self.up_to_hooked = module
-            self.handles.append(self.hooked_module.register_forward_hook(self._replace))
+            self.handles.append(self.hooked_module.register_forward_hook(own_thread(self._replace)))
         # registered after the replacing hook, so that a downstream module that is the hooked one is seen replaced
-        self.handles.append(modules[downstream].register_forward_hook(self._capture))
+        self.handles.append(modules[downstream].register_forward_hook(own_thread(self._capture)))
         self.downstream = None
 
     def _replaced(self, output):
@@ -385,8 +386,8 @@ def _mean_values(ctx, module, data, indices, batch_size, hooked_module, definiti
 
     sums, seen = None, 0
     grab = {}
-    handle = hooked_module.register_forward_hook(
-        lambda mod, inputs, output: grab.__setitem__("values", neuron_values(output, definition.conv_neuron)))
+    handle = hooked_module.register_forward_hook(own_thread(
+        lambda mod, inputs, output: grab.__setitem__("values", neuron_values(output, definition.conv_neuron))))
     try:
         for _, x, _ in data.batches(batch_size, indices):
             ctx.check()

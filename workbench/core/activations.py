@@ -14,6 +14,7 @@ from typing import Iterator
 import numpy as np
 
 from workbench.core.errors import WorkbenchError
+from workbench.core.hooks import own_thread
 from workbench.core.jobs import JobContext
 from workbench.core.layers import find_layer, layer_catalogue
 
@@ -62,8 +63,8 @@ def stream_activations(ctx: JobContext, model, split, definitions: list[NeuronDe
     for d in definitions:
         hook_at = hook_point(catalogue, d)
         try:
-            handles.append(modules[hook_at].register_forward_hook(
-                lambda mod, inp, out, d=d: captured.__setitem__(d, neuron_values(out.detach(), d.conv_neuron))))
+            handles.append(modules[hook_at].register_forward_hook(own_thread(
+                lambda mod, inp, out, d=d: captured.__setitem__(d, neuron_values(out.detach(), d.conv_neuron)))))
         except RuntimeError as exc:  # TorchScript modules take no Python hooks
             for h in handles:
                 h.remove()

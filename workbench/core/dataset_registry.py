@@ -86,6 +86,14 @@ def load_dataset(name: str, download: bool = False) -> Dataset:
                          ".npz, .h5 file or image folder.")
 
 
+def load_dataset_job(ctx, name: str, download: bool = False) -> Dataset:
+    """`load_dataset` as a job: reports that it reads, then that it has loaded."""
+    ctx.progress(0, 1, f"reading {name}")
+    dataset = load_dataset(name, download=download)
+    ctx.progress(1, 1, "loaded")
+    return dataset
+
+
 # --- Fashion-MNIST from the Debian package ----------------------------------------------------
 
 def fashion_mnist_dir() -> Path:

@@ -22,7 +22,6 @@ the gallery as PNG images (the CLI's `--gallery`).
 from __future__ import annotations
 
 import math
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +29,7 @@ import numpy as np
 
 from workbench.core.activations import NeuronDefinition, hook_point, neuron_values
 from workbench.core.errors import WorkbenchError
+from workbench.core.hooks import own_thread
 from workbench.core.importance import neuron_relevance
 from workbench.core.jobs import JobContext
 from workbench.core.store import atomic_path, write_json
@@ -150,13 +150,12 @@ class _LayerReader:
         """(B, neurons) values at the definition's activation point, from a plain forward pass."""
         import torch
 
-        grab, me = {}, threading.get_ident()
+        grab = {}
 
         def capture(mod, inputs, output):
-            if threading.get_ident() == me:  # another job may run the same model on another thread meanwhile
-                grab["values"] = neuron_values(output.detach(), self.definition.conv_neuron)
+            grab["values"] = neuron_values(output.detach(), self.definition.conv_neuron)
 
-        handle = dict(self.module.named_modules())[self.hooked].register_forward_hook(capture)
+        handle = dict(self.module.named_modules())[self.hooked].register_forward_hook(own_thread(capture))
         try:
             with torch.no_grad():
                 self.module(x.to(self.device, self.explainer.dtype))
@@ -278,16 +277,19 @@ def neuron_gallery(ctx: JobContext, model, dataset, layer: str | NeuronDefinitio
                     "heatmap": "relevance of neuron n alone propagated to the input, summed over channels"})
 
 
-def explain_input(model, dataset, split: str, index: int, layer: str | NeuronDefinition, *, rule="lrp-0",
+def explain_input(model, dataset, split, index: int, layer: str | NeuronDefinition, *, rule="lrp-0",
                   neuron: int | None = None, device="cpu") -> InputExplanation:
     """Explain one image at `layer`: the heatmap from its predicted logit (or of `neuron` alone, as
-    in the gallery), and its relevance and activation per neuron of the layer. Fast: one image."""
+    in the gallery), and its relevance and activation per neuron of the layer. Fast: one image.
+
+    `split` is a split name of `dataset` or any test set of its kind of images."""
     from workbench.core.jobs import resolve_device
 
     definition = _as_definition(layer)
-    data = dataset.split(split)
+    data = dataset.split(split) if isinstance(split, str) else split
+    where = f"the {split} split" if isinstance(split, str) else getattr(split, "name", "the test set")
     if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < len(data):
-        raise WorkbenchError(f"There is no image {index!r} in the {split} split ({len(data)} images).",
+        raise WorkbenchError(f"There is no image {index!r} in {where} ({len(data)} images).",
                              f"Choose an index in 0–{len(data) - 1}.")
     reader = _LayerReader(model, dataset.image_shape, definition, rule,
                           resolve_device(device) if isinstance(device, str) else device)
@@ -300,6 +302,15 @@ def explain_input(model, dataset, split: str, index: int, layer: str | NeuronDef
         heatmap=np.ascontiguousarray(maps[0], dtype=np.float32),
         layer_relevance=reader.neuron_relevance(result.layers[definition.layer])[0].cpu().numpy().astype(np.float32),
         layer_activation=reader.activations(x)[0].cpu().numpy().astype(np.float32), neuron=neuron)
+
+
+def explain(ctx, model, dataset, split, index: int, layer: str, neuron: int | None = None) -> InputExplanation:
+    """`explain_input` as a job, on the job's device."""
+    name = split if isinstance(split, str) else getattr(split, "name", "test set")
+    ctx.progress(0, 1, f"explaining {name} image #{index}")
+    explanation = explain_input(model, dataset, split, index, layer, neuron=neuron, device=ctx.device)
+    ctx.progress(1, 1, "explained")
+    return explanation
 
 
 # --- PNG export ------------------------------------------------------------------------------------------

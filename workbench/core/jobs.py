@@ -9,8 +9,10 @@ least once per batch stops within a batch.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from workbench.core.errors import Cancelled
@@ -108,3 +110,37 @@ class JobContext:
         """Hand out an intermediate result (a curve point, a heatmap row) for views to show."""
         if self._on_partial is not None:
             self._on_partial(result)
+
+
+@dataclass
+class StartupReport:
+    device: str
+    plugins: list = field(default_factory=list)  # PluginReport per plugin
+
+
+def warm_up(ctx: JobContext) -> StartupReport:
+    """Import PyTorch, pick the device, share the cores and load plugins (a GUI's first job, off its UI thread)."""
+    from workbench.core.plugins import load_plugins
+
+    ctx.progress(0, 2, "loading PyTorch")
+    device = device_description(ctx.device)
+    share_cores()
+    ctx.progress(1, 2, "loading plugins")
+    reports = load_plugins()
+    ctx.progress(2, 2, "ready")
+    return StartupReport(device, reports)
+
+
+def share_cores(lanes: int = 2) -> int:
+    """Give each of `lanes` compute lanes an equal share of all cores but one, so the window stays
+    responsive and a click's job progresses beside a long one instead of fighting it for threads
+    (OpenMP teams spinning against each other slow a step many times over). Returns torch's thread count.
+
+    Only when the user has not chosen a thread count (OMP_NUM_THREADS) and torch would use them all.
+    """
+    import torch
+
+    cores = os.cpu_count() or 1
+    if "OMP_NUM_THREADS" not in os.environ and cores > 1 and torch.get_num_threads() >= cores:
+        torch.set_num_threads(max(1, (cores - 1) // max(1, lanes)))
+    return torch.get_num_threads()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from workbench.core.errors import WorkbenchError
+from workbench.core.hooks import own_thread
 
 WEIGHTED_TYPES = ("Conv1d", "Conv2d", "Conv3d", "Linear")
 ELEMENTWISE = ("ReLU", "LeakyReLU", "ELU", "GELU", "SiLU", "Sigmoid", "Tanh", "Softplus", "ReLU6", "Hardtanh")
@@ -49,9 +50,9 @@ def layer_catalogue(module, input_shape: tuple[int, int, int]) -> list[LayerInfo
     handles = []
     try:
         for name, m in leaves:
-            handles.append(m.register_forward_hook(
+            handles.append(m.register_forward_hook(own_thread(
                 lambda mod, inp, out, name=name: seen.append((name, mod, tuple(out.shape[1:])))
-                if isinstance(out, torch.Tensor) else None))
+                if isinstance(out, torch.Tensor) else None)))
     except RuntimeError:  # TorchScript modules take no Python hooks
         for h in handles:
             h.remove()

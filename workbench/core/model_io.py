@@ -308,3 +308,40 @@ def save_checkpoint(path: str | os.PathLike, module, arch: str, info: dict) -> P
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+# --- a loaded model with its catalogue, for views ---------------------------------------------------
+
+@dataclass
+class ModelBundle:
+    """A loaded model with what the Model view shows about it."""
+
+    spec: str
+    model: LoadedModel
+    catalogue: list = field(default_factory=list)  # LayerInfo per leaf layer
+    catalogue_error: str = ""
+    fingerprint: str = ""
+    parameters: int = 0
+
+
+def inspect_model(ctx, spec: str, arch: str | None = None, trust: bool = False,
+               fallback_shape: tuple | None = None) -> ModelBundle:
+    """A job: load a model and read off its layer catalogue and weight fingerprint (what the Model view shows)."""
+    from workbench.core.layers import layer_catalogue
+
+    ctx.progress(0, 3, "reading weights")
+    model = load_model(spec, arch=arch, trust=trust)
+    ctx.progress(1, 3, "listing layers")
+    bundle = ModelBundle(spec, model, parameters=sum(p.numel() for p in model.module.parameters()))
+    shape = model.info.input_shape or fallback_shape
+    if shape:
+        try:
+            bundle.catalogue = layer_catalogue(model.module, tuple(shape))
+        except WorkbenchError as exc:
+            bundle.catalogue_error = exc.message
+    else:
+        bundle.catalogue_error = "The model does not say what input shape it takes."
+    ctx.progress(2, 3, "fingerprinting weights")
+    bundle.fingerprint = model.fingerprint()
+    ctx.progress(3, 3, "loaded")
+    return bundle

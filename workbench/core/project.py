@@ -339,10 +339,6 @@ class Project:
         self._adopt(settings)
         return result
 
-    def save(self) -> None:
-        """Write the settings as they are now (read–modify–write: what others saved is kept)."""
-        self.update(lambda settings: None)
-
     def repair(self) -> list[str]:
         """Index artifact files that were renamed into place but never indexed, and remove temporary
         files of writers that died. Returns what was done, for the user to read."""

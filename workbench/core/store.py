@@ -20,6 +20,7 @@ import numpy as np
 from workbench.core.errors import WorkbenchError
 
 ARTIFACT_VERSION = 1
+BLOCK_BYTES = 1 << 20  # arrays are written and read in blocks of about this size (see write_artifact_file)
 
 
 def library_versions() -> dict:
@@ -139,7 +140,15 @@ def write_artifact_file(path: Path, kind: str, arrays: dict[str, np.ndarray], ho
             array = np.asarray(array)
             if array.dtype.kind == "U":
                 array = array.astype(h5py.string_dtype())
-            f.create_dataset(key, data=array, compression="gzip" if array.size > 4096 else None)
+            if array.ndim == 0 or array.nbytes <= BLOCK_BYTES:
+                f.create_dataset(key, data=array, compression="gzip" if array.size > 4096 else None)
+                continue
+            # h5py holds the GIL for a whole write: in row blocks, a UI thread waits one block, not the array
+            rows = max(1, BLOCK_BYTES // max(1, array[0].nbytes))
+            dataset = f.create_dataset(key, shape=array.shape, dtype=array.dtype, compression="gzip",
+                                       chunks=(min(rows, len(array)), *array.shape[1:]))
+            for start in range(0, len(array), rows):
+                dataset[start:start + rows] = array[start:start + rows]
 
 
 def flush_to_disk(path: str | os.PathLike) -> None:
@@ -159,8 +168,22 @@ class Artifact:
         import h5py
 
         with h5py.File(self.path, "r") as f:
-            data = f[name][()]
+            dataset = f[name]
+            if dataset.ndim == 0 or dataset.size * dataset.dtype.itemsize <= BLOCK_BYTES or dataset.dtype == object:
+                data = dataset[()]
+            else:  # in blocks, so another thread gets the GIL between them
+                data = np.empty(dataset.shape, dataset.dtype)
+                rows = max(1, BLOCK_BYTES // max(1, data[0].nbytes))
+                for start in range(0, len(data), rows):
+                    data[start:start + rows] = dataset[start:start + rows]
         return np.array([s.decode() if isinstance(s, bytes) else s for s in data]) if data.dtype == object else data
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        """The shape of one array, without reading it."""
+        import h5py
+
+        with h5py.File(self.path, "r") as f:
+            return tuple(f[name].shape)
 
 
 def read_artifact(path: str | os.PathLike) -> Artifact:

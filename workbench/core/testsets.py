@@ -343,15 +343,37 @@ class TestSetInfo:
 
 
 def list_testsets(project) -> list[TestSetInfo]:
-    """Every test set the project lists: dataset splits first, then stored sets, with their sources."""
+    """Every test set the project lists: dataset splits first, then stored sets with their sources and
+    sizes (read from the files' headers, not their data)."""
     out = []
     for entry in project.settings["testsets"]:
-        out.append(TestSetInfo(entry["name"], Source("split", entry.get("dataset", ""), split=entry.get("split", "test"))))
+        source = Source("split", entry.get("dataset", ""), split=entry.get("split", "test"))
+        out.append(TestSetInfo(entry["name"], source))
     for name, entry in project.artifacts("testset").items():
         how = entry.get("provenance", {})
         role = stored_role(how)
-        source = (Source("subset", str(how.get("dataset", "")), parent=str(how.get("of", "")), rule=str(how.get("rule", "")))
-                  if role == "subset" else Source("stored", str(how.get("dataset", "")), artifact=name, role=role))
-        out.append(TestSetInfo(name, source, problem=entry.get("problem", ""), extra=how))
+        dataset = str(how.get("dataset", ""))
+        source = (Source("subset", dataset, parent=str(how.get("of", "")), rule=str(how.get("rule", "")))
+                  if role == "subset" else Source("stored", dataset, artifact=name, role=role))
+        out.append(TestSetInfo(name, source, _stored_size(project, name, entry), entry.get("problem", ""), how))
     return out
+
+
+def _stored_size(project, name: str, entry: dict) -> int | None:
+    if "problem" in entry:
+        return None
+    try:
+        artifact = project.load_artifact(name)
+        key = next((k for k in ("y", "labels", "indices") if k in artifact.names), None)
+        return artifact.shape(key)[0] if key else None
+    except WorkbenchError:
+        return None
+
+
+def load_testset(ctx, project, name: str, dataset: Dataset | None = None) -> TestSet:
+    """`resolve` as a job: read a test set (a stored one's file) off the caller's thread."""
+    ctx.progress(0, 1, f"reading test set {name}")
+    testset = resolve(project, name, dataset)
+    ctx.progress(1, 1, "read")
+    return testset
 

@@ -20,6 +20,18 @@ from workbench.core.model_io import LoadedModel, ModelInfo
 from workbench.core.models import get_architecture
 
 
+def compatibility_problem(info, dataset: Dataset, name: str = "") -> str | None:
+    """Why a model (its `ModelInfo`, called `name`) cannot run on `dataset`, from its declared input
+    shape and class count alone — cheap enough for a UI thread; `check_compatible` also runs the model."""
+    name = name or info.name
+    if info.input_shape and tuple(info.input_shape) != tuple(dataset.image_shape):
+        return (f"{name} takes images of shape {'×'.join(map(str, info.input_shape))}, but {dataset.name} has "
+                f"{'×'.join(map(str, dataset.image_shape))}.")
+    if info.class_names and len(info.class_names) != dataset.num_classes:
+        return f"{name} has {len(info.class_names)} classes, but {dataset.name} has {dataset.num_classes}."
+    return None
+
+
 def check_compatible(model: LoadedModel, dataset: Dataset) -> None:
     """Refuse a model whose input shape or class count does not fit the dataset, saying which."""
     import torch
@@ -149,11 +161,14 @@ def predict(ctx: JobContext, model: LoadedModel, data, batch_size: int = 1000, w
     return predictions
 
 
-def evaluate(ctx: JobContext, model: LoadedModel, dataset: Dataset, split: str = "test",
+def evaluate(ctx: JobContext, model: LoadedModel, dataset: Dataset, split="test",
              batch_size: int = 1000) -> dict:
-    """Accuracy, per-class accuracy, the confusion matrix (rows = true class) and every prediction."""
+    """Accuracy, per-class accuracy, the confusion matrix (rows = true class) and every prediction.
+
+    `split` is a split name of `dataset`, or a test set of its kind of images (a `TestSet`)."""
     check_compatible(model, dataset)
-    data = dataset.split(split)
+    data = dataset.split(split) if isinstance(split, str) else split
+    split = split if isinstance(split, str) else getattr(split, "name", "test set")
     if len(data) == 0:
         raise WorkbenchError(f"The {split} split of {dataset.name!r} holds no images.",
                              f"Evaluate on another split: {', '.join(k for k, v in dataset.splits.items() if len(v))}.")

@@ -1,10 +1,10 @@
-"""What the Coverage view can measure: its criteria, in groups that run and fail together, and the
-test sets it offers for the selected dataset.
+"""What the Coverage view can measure: its criteria (from the criterion registry, plugins' included)
+and the test sets it offers for the selected dataset.
 
 Test sets: the selected dataset's test and training splits, the test split's correctly classified
 and misclassified inputs (from the stored evaluation of the model), and the other test sets the
-project lists. Two comparisons suit the difference view: test vs train (the default) shows the
-combinations the training data reaches that the test set never exercises; correct vs misclassified
+project lists, stored ones included. Two comparisons suit the difference view: test vs train (the
+default) shows the combinations the training data reaches that the test set never exercises; correct vs misclassified
 splits one test set in two, and combinations only misclassified inputs reach point at behaviour the
 model gets wrong.
 """
@@ -17,47 +17,20 @@ import numpy as np
 from PySide6.QtGui import QColor
 
 from workbench.core.coverage.protocol import CoverageValue
+from workbench.core.coverage.registry import criterion_catalogue
+from workbench.core.testsets import list_testsets
 
-# Criteria in the order the summary table lists them: (name, title, on by default, group).
-# A group is measured in one pass and fails as one; IDC and surprise adequacy get their own so an m
-# the layer cannot give, or a singular density, does not stop the neuron criteria.
-CRITERIA = (
-    ("idc", "IDC", True, "idc"),
-    ("nc", "NC", True, "neuron"),
-    ("kmnc", "KMNC", True, "neuron"),
-    ("nbc", "NBC", True, "neuron"),
-    ("snac", "SNAC", True, "neuron"),
-    ("tknc", "TKNC", True, "neuron"),
-    ("tknp", "TKNP", False, "neuron"),
-    ("lsa", "LSC", False, "surprise"),
-    ("dsa", "DSC", False, "surprise"),
-    ("mdsa", "MDSC", False, "surprise"),
-)
-CRITERION_TITLES = {name: title for name, title, _, _ in CRITERIA}
-CRITERION_HELP = {
-    "idc": "Importance-Driven Coverage: combinations of the important neurons' activation clusters",
-    "nc": "Neuron Coverage: neurons whose scaled value exceeds 0.75 for some input",
-    "kmnc": "k-Multisection Neuron Coverage: sections of each neuron's training range (k = 1000)",
-    "nbc": "Neuron Boundary Coverage: values below or above the training range",
-    "snac": "Strong Neuron Activation Coverage: values above the training range",
-    "tknc": "Top-k Neuron Coverage: neurons among the 3 most active of their layer for some input",
-    "tknp": "Top-k Neuron Patterns: distinct patterns of top-3 neurons (a count, no denominator)",
-    "lsa": "Likelihood-based Surprise Coverage (slower: a density per class)",
-    "dsa": "Distance-based Surprise Coverage (slower: nearest training traces)",
-    "mdsa": "Mahalanobis-distance Surprise Coverage (slower)",
-}
-DEFAULT_CRITERIA = tuple(name for name, _, on, _ in CRITERIA if on)
 # Okabe–Ito colours: told apart with any colour vision, and never used by the count colour map.
 SET_COLORS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000")
 
 
-def criterion_groups(names) -> list[tuple[str, ...]]:
-    """The chosen criteria as groups measured together, in table order."""
-    groups: dict[str, list[str]] = {}
-    for name, _, _, group in CRITERIA:
-        if name in names:
-            groups.setdefault(group, []).append(name)
-    return [tuple(g) for g in groups.values()]
+def criterion_titles() -> dict[str, str]:
+    """Short titles of every known criterion (plugins' included), for headers and legends."""
+    return {info.name: info.title for info in criterion_catalogue()}
+
+
+def criterion_help() -> dict[str, str]:
+    return {info.name: info.help for info in criterion_catalogue()}
 
 
 def coverage_text(value: CoverageValue | None) -> str:
@@ -86,6 +59,7 @@ class TestSetChoice:
     dataset: str  # dataset spec
     split: str
     subset: str | None = None  # None, "correct" or "misclassified"
+    stored: str = ""  # the project test set this is (an attack pool, fp_test, fuzzer tests, a selection, …)
     description: str = ""  # a menu line
     reason: str = ""  # why it cannot be measured, when it cannot
 
@@ -103,7 +77,9 @@ class TestSetChoice:
 
 def test_set_choices(project, dataset_spec: str, splits: dict[str, int]) -> list[TestSetChoice]:
     """The sets offered for the selected dataset (`splits`: its split sizes), then the project's other
-    test sets; stored test-set artifacts are listed with the reason they cannot be measured here."""
+    test sets: other datasets' splits and every stored set (pools, fp_test, fuzzer tests, selections,
+    subsets), measured against the selected dataset's criteria. A stored set made from another
+    dataset is listed with the reason it is not measured here."""
     choices = []
     for split in ("test", "train"):
         if splits.get(split):
@@ -115,13 +91,17 @@ def test_set_choices(project, dataset_spec: str, splits: dict[str, int]) -> list
             choices.append(TestSetChoice(f"{dataset_spec}:test:{subset}", title, dataset_spec, "test", subset,
                                          description=f"test split, {what} images only"))
     known = {c.key for c in choices}
+    for info in list_testsets(project):
+        if info.source.kind != "split":
+            made_from = info.source.dataset
+            reason = (f"{info.name} was made from {made_from}; select that dataset to measure it."
+                      if made_from and made_from != dataset_spec else info.problem)
+            choices.append(TestSetChoice(f"stored:{info.name}", info.name, dataset_spec, "", stored=info.name,
+                                         description=f"{info.name} — {info.source.describe()}"
+                                         + (f", {info.size:,} inputs" if info.size is not None else ""),
+                                         reason=reason))
     for entry in project.testsets:
-        if entry.get("artifact"):
-            choices.append(TestSetChoice(f"artifact:{entry['name']}", entry["name"], "", "",
-                                         description=f"{entry['name']} (a stored test set)",
-                                         reason="The Coverage view measures dataset splits; stored test sets "
-                                                "are not measured here yet."))
-        elif entry.get("dataset") and entry.get("split"):
+        if entry.get("dataset") and entry.get("split") and not entry.get("artifact"):
             key = f"{entry['dataset']}:{entry['split']}"
             if key not in known:
                 known.add(key)
@@ -133,5 +113,5 @@ def test_set_choices(project, dataset_spec: str, splits: dict[str, int]) -> list
 
 def default_sets(choices: list[TestSetChoice]) -> list[str]:
     """The test split and the training split: what the test set exercises of what training reached."""
-    keys = [c.key for c in choices if c.subset is None and not c.reason]
+    keys = [c.key for c in choices if c.subset is None and not c.stored and not c.reason]
     return keys[:2]

@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from PySide6.QtCore import QObject, Signal
 
-from workbench.core.coverage.measure import CoverageProgress
+from workbench.core.coverage.measure import CoverageProgress, SetCoverage, kmnc_sections, measure_groups
+from workbench.core.coverage.registry import criterion_groups
 from workbench.core.errors import WorkbenchError
-from workbench.gui import tasks
-from workbench.gui.coverage_choices import TestSetChoice, criterion_groups
-from workbench.gui.jobs import Job
+from workbench.gui.coverage_choices import TestSetChoice
+from workbench.gui.jobs import INTERACTIVE, LONG, Job
+from workbench.gui.keyed_jobs import KeyedJobs
 from workbench.gui.session import Session
 
 WAITING, RUNNING, DONE, FAILED, CANCELLED = "waiting", "running", "done", "failed", "cancelled"
@@ -41,7 +42,7 @@ def remember(cache: dict, key, value, limit: int) -> None:
 class CoverageRequest:
     model: str
     fingerprint: str
-    dataset: str  # the spec of the dataset the model was trained on: its training split fits the criteria
+    dataset: str  # the name or path of the dataset the model was trained on: its training split fits the criteria
     layer: str
     m: int
     criteria: tuple[str, ...]
@@ -54,13 +55,13 @@ class SetRun:
     choice: TestSetChoice
     state: str = WAITING
     waiting_for: str = ""  # what it waits for, in words
-    measured: tasks.SetCoverage | None = None
+    measured: SetCoverage | None = None
     growth: dict[str, list[tuple[int, float]]] = field(default_factory=dict)  # criterion → (inputs, fraction)
     progress: tuple[int, int] = (0, 0)
     error: BaseException | None = None  # what stopped the whole set
     details: str = ""
     job: Job | None = None
-    test_split: object = None  # the split name (or Split) and indices the set was measured on
+    test_split: object = None  # the split name, test set or stored set name, and indices the set was measured on
     test_indices: np.ndarray | None = None
     fresh: bool = False  # fit and measure again rather than read what the project stored
 
@@ -85,8 +86,9 @@ class CoverageRuns(QObject):
         self.current: CoverageRequest | None = None
         self.runs: dict[str, SetRun] = {}
         self._kept: dict[tuple[CoverageRequest, str], SetRun] = {}  # finished runs of every request
-        self._sections: dict[tuple[CoverageRequest, str], np.ndarray | BaseException] = {}
-        self._section_jobs: dict[tuple[CoverageRequest, str], Job] = {}
+        # which KMNC section each input of a set reaches, by (request, set key)
+        self.sections = KeyedJobs(session.runner, self, keep=KEPT_SECTIONS)
+        self.sections.ended.connect(lambda cache_key: self.sections_ready.emit(cache_key[1]))
         self.importance_error: BaseException | None = None
         # A prerequisite arriving (or failing) may let the next set start.
         for signal in (session.dataset_loaded, session.dataset_failed, session.evaluation_ready,
@@ -117,7 +119,7 @@ class CoverageRuns(QObject):
         for key, run in list(self.runs.items()):
             if run.state in (DONE, FAILED, CANCELLED):
                 self._kept.pop((self.current, key), None)
-                self._sections.pop((self.current, key), None)
+                self.sections.forget(lambda k, key=key: k != (self.current, key))
                 self.runs[key] = SetRun(run.choice, fresh=True)
         self._advance()
 
@@ -140,8 +142,7 @@ class CoverageRuns(QObject):
         for run in self.runs.values():
             if run.job is not None and run.job.record.active:
                 run.job.cancel()
-        for job in self._section_jobs.values():
-            job.cancel()
+        self.sections.cancel()
 
     def busy(self) -> bool:
         return any(run.state == RUNNING for run in self.runs.values())
@@ -204,8 +205,12 @@ class CoverageRuns(QObject):
     def _submit(self, request: CoverageRequest, run: SetRun) -> None:
         session, choice = self.session, run.choice
         data = session.datasets[choice.dataset]
-        # A split of the model's own dataset goes by name, so stored results are found by it.
-        run.test_split = choice.split if choice.dataset == request.dataset else data.split(choice.split)
+        # A split of the model's own dataset goes by name, so stored results are found by it; a stored
+        # set is read on the job's thread.
+        if choice.stored:
+            run.test_split = choice.stored
+        else:
+            run.test_split = choice.split if choice.dataset == request.dataset else data.split(choice.split)
         run.test_indices = None
         if choice.needs_predictions:
             predictions = session.evaluation(request.model, choice.dataset, choice.split)["predictions"]
@@ -218,9 +223,9 @@ class CoverageRuns(QObject):
         run.growth = {name: [] for name in request.criteria}
         job = session.runner.submit(
             f"Coverage of {choice.title} ({', '.join(request.criteria)}) in {request.model}",
-            tasks.measure_coverage_set, session.models[request.model].model, session.datasets[request.dataset],
+            measure_groups, session.models[request.model].model, session.datasets[request.dataset],
             run.test_split, run.test_indices, request.layer, groups, request.m, importance,
-            tasks.ProjectSnapshot(session.project, reuse=not run.fresh), report_errors=False)
+            project=session.project, reuse=not run.fresh, lane=LONG, view="coverage", report_errors=False)
         run.job = job
         job.partial.connect(lambda progress: self._on_partial(request, run, progress))
         job.finished.connect(lambda stored: self._on_finished(request, run, stored))
@@ -238,9 +243,10 @@ class CoverageRuns(QObject):
         if self.runs.get(run.choice.key) is run:
             self.changed.emit(run.choice.key)
 
-    def _on_finished(self, request: CoverageRequest, run: SetRun, stored: tasks.StoredRun) -> None:
-        self.session.store(stored)
-        run.measured, run.state, run.job = stored.result, DONE, None
+    def _on_finished(self, request: CoverageRequest, run: SetRun, measured: SetCoverage) -> None:
+        run.measured, run.state, run.job = measured, DONE, None
+        if measured.test is not None:  # a stored set: later passes (KMNC sections) reuse what was read
+            run.test_split = measured.test
         if "idc" in request.criteria and "idc" not in run.measured.results and "idc" not in run.measured.errors:
             run.measured.errors["idc"] = self.importance_error or WorkbenchError(
                 "IDC was not measured: the layer's relevance is missing.", "Compute the importance again.")
@@ -263,32 +269,19 @@ class CoverageRuns(QObject):
         while a job computes it (started here on first ask; `sections_ready(key)` says when)."""
         request, run = self.current, self.runs.get(key)
         cache_key = (request, key)
-        if cache_key in self._sections:
-            return self._sections[cache_key]
+        if cache_key in self.sections.results:
+            return self.sections.results[cache_key]
+        if cache_key in self.sections.errors:
+            return self.sections.errors[cache_key]
         result = run.result("kmnc") if run is not None else None
         if result is None:
             return None
-        job = self._section_jobs.get(cache_key)
-        if job is None or not job.record.active:
-            session = self.session
-            job = session.runner.submit(
-                f"KMNC sections of {run.choice.title} in {request.model}", tasks.kmnc_sections,
-                session.models[request.model].model, session.datasets[request.dataset], run.test_split,
-                run.test_indices, result.criterion, result.provenance.get("activation_point", "post"),
-                report_errors=False)
-            self._section_jobs[cache_key] = job
-
-            def ended(value) -> None:
-                self._section_jobs.pop(cache_key, None)
-                if value is not None:
-                    remember(self._sections, cache_key, value, KEPT_SECTIONS)
-                self.sections_ready.emit(key)
-
-            job.finished.connect(ended)
-            job.failed.connect(ended)
-            job.cancelled.connect(lambda: ended(None))
+        session = self.session
+        self.sections.run(cache_key, f"KMNC sections of {run.choice.title} in {request.model}", kmnc_sections,
+                          session.models[request.model].model, session.datasets[request.dataset], run.test_split,
+                          run.test_indices, result.criterion, result.provenance.get("activation_point", "post"),
+                          lane=INTERACTIVE, view="coverage")
         return None
 
     def sections_running(self, key: str) -> bool:
-        job = self._section_jobs.get((self.current, key))
-        return job is not None and job.record.active
+        return self.sections.running((self.current, key))

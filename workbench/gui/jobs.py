@@ -9,10 +9,16 @@ Cancelling sets the context's flag; the job raises `Cancelled` at its next progr
 least once per batch). `shutdown()` cancels everything and waits for the pools, so closing the
 window leaves no thread behind.
 
-Jobs that compute with PyTorch run one at a time in a "compute" lane: each uses every intra-op
-thread torch has, and two of them side by side would oversubscribe the cores (OpenMP teams
-spinning against each other can slow a step a hundredfold). Jobs that only read files run beside
-them in an "I/O" lane, so a dataset loads while a model trains.
+Jobs run in lanes, one job at a time per compute lane, so a click never waits behind a training
+run: the "long" lane takes training, retraining, convergence, fuzzing and full-dataset passes; the
+"interactive" lane takes what a click asks for and should see within seconds (a gallery, an
+explanation, an ablation check, a selection); the "io" lane, with two threads, reads files. The
+two compute lanes share the cores (`core.jobs.share_cores`), so both progress. A queued job's
+record says what it waits for.
+
+A job given a `project` saves through a `StagedProject`: what it stores is committed on its
+worker thread when it finishes, and dropped when it fails or is cancelled, so no view can forget
+to save a result and the UI thread never writes arrays.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from __future__ import annotations
 import itertools
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
@@ -31,6 +37,8 @@ from workbench.gui import ui_gc
 
 QUEUED, RUNNING, DONE, CANCELLED, FAILED = "queued", "running", "done", "cancelled", "failed"
 ACTIVE_STATES = (QUEUED, RUNNING)
+LONG, INTERACTIVE, IO = "long", "interactive", "io"
+LANES = {LONG: 1, INTERACTIVE: 1, IO: 2}  # threads per lane
 
 # Progress signals are throttled: 20 updates a second keep a bar smooth and cost the UI nothing,
 # where a training loop reporting every batch would send hundreds.
@@ -53,6 +61,10 @@ class JobRecord:
     ended: float | None = None
     error: BaseException | None = None
     details: str = ""  # the traceback of an unexpected error
+    lane: str = LONG
+    view: str = ""  # the view that shows the result (double-clicking the job opens it)
+    saved: list[str] = field(default_factory=list)  # artifacts the job committed to the project
+    unsaved: list[str] = field(default_factory=list)  # results it could not store (read-only project)
 
     @property
     def active(self) -> bool:
@@ -127,7 +139,7 @@ class Job(QObject):
     ended = Signal()  # after finished, failed or cancelled; the record's state is final
 
     def __init__(self, record: JobRecord, fn: Callable, args: tuple, kwargs: dict, device: str,
-                 uses_device: bool, parent: QObject):
+                 uses_device: bool, parent: QObject, project=None, reuse: bool = True):
         super().__init__(parent)
         self.record = record
         self.result: Any = None
@@ -143,7 +155,24 @@ class Job(QObject):
         self.bridge.failed.connect(self._on_failed)
         self.bridge.cancelled.connect(self._on_cancelled)
         self.uses_device = uses_device
+        if project is not None:
+            fn = self._staged(fn, project, reuse)
         self.runnable = _Runnable(self, fn, args, kwargs, uses_device)
+
+    def _staged(self, fn: Callable, project, reuse: bool) -> Callable:
+        """`fn` saving through a `StagedProject` committed when it has finished (on the worker thread)."""
+        from workbench.core.staging import StagedProject
+
+        record = self.record
+
+        def run(ctx, *args, **kwargs):
+            with StagedProject(project, reuse=reuse) as staged:
+                result = fn(ctx, *args, project=staged, **kwargs)
+                ctx.check()  # the last moment to cancel before anything is stored
+            record.saved, record.unsaved = list(staged.committed), list(staged.unsaved)
+            return result
+
+        return run
 
     @property
     def name(self) -> str:
@@ -217,14 +246,15 @@ class JobRunner(QObject):
     job_changed = Signal(object)
     job_ended = Signal(object)
     job_failed = Signal(object)  # a failed job whose error should be shown to the user
+    project_saved = Signal(object)  # a job that committed artifacts to the project
     device_found = Signal(str)  # the first device description a job reported
 
-    def __init__(self, parent: QObject | None = None, io_threads: int = 2):
+    def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
-        self.pool = QThreadPool(self)  # the compute lane
-        self.pool.setMaxThreadCount(1)
-        self.io_pool = QThreadPool(self)
-        self.io_pool.setMaxThreadCount(io_threads)
+        self.pools: dict[str, QThreadPool] = {}
+        for lane, threads in LANES.items():
+            pool = self.pools[lane] = QThreadPool(self)
+            pool.setMaxThreadCount(threads)
         self.jobs: list[Job] = []
         self.device = ""
         self._ids = itertools.count(1)
@@ -233,15 +263,22 @@ class JobRunner(QObject):
         self._holds_gc = True
 
     def submit(self, name: str, fn: Callable, *args, device: str = "auto", uses_device: bool = True,
-               report_errors: bool = True, **kwargs) -> Job:
+               report_errors: bool = True, lane: str | None = None, project=None, reuse: bool = True,
+               view: str = "", **kwargs) -> Job:
         """Run `fn(ctx, *args, **kwargs)` on a worker thread; returns the job at once.
 
-        `uses_device` resolves the torch device before the job starts (and so imports torch) and
-        puts the job in the compute lane; jobs that only read files pass False. Failures are announced through `job_failed` unless
-        `report_errors` is False (the caller then handles `job.failed` itself).
+        `uses_device` resolves the torch device before the job starts (and so imports torch); jobs
+        that only read files pass False and run in the I/O lane. `lane` is LONG (the default for
+        compute) or INTERACTIVE for what a click waits for. With `project`, `fn` gets `project=` a
+        `StagedProject` (`reuse=False` hides stored results) committed when the job finishes.
+        Failures are announced through `job_failed` unless `report_errors` is False (the caller then
+        handles `job.failed` itself).
         """
-        record = JobRecord(next(self._ids), name, submitted=time.monotonic())
-        job = Job(record, fn, args, kwargs, device, uses_device, self)
+        lane = lane or (LONG if uses_device else IO)
+        if lane not in LANES:
+            raise ValueError(f"unknown lane {lane!r}")
+        record = JobRecord(next(self._ids), name, submitted=time.monotonic(), lane=lane, view=view)
+        job = Job(record, fn, args, kwargs, device, uses_device, self, project=project, reuse=reuse)
         job.report_errors = report_errors
         job.started.connect(lambda: self.job_changed.emit(job))
         job.device_known.connect(lambda device: self._on_device(job, device))
@@ -253,8 +290,14 @@ class JobRunner(QObject):
             job.ctx.cancel()
             job._on_cancelled()
         else:
-            (self.pool if uses_device else self.io_pool).start(job.runnable)
+            self.pools[lane].start(job.runnable)
         return job
+
+    def waiting_for(self, job: Job) -> list[Job]:
+        """The running jobs of a queued job's lane: what it waits for."""
+        if job.record.state != QUEUED:
+            return []
+        return [j for j in self.jobs if j.record.lane == job.record.lane and j.record.state == RUNNING]
 
     def active_jobs(self) -> list[Job]:
         return [j for j in self.jobs if j.record.active]
@@ -276,19 +319,18 @@ class JobRunner(QObject):
         True when all have stopped."""
         self._closed = True
         self.cancel_all()
-        if timeout_ms < 0:  # no limit
-            stopped = self.pool.waitForDone(-1) and self.io_pool.waitForDone(-1)
-        else:
-            deadline = time.monotonic() + timeout_ms / 1000
-            compute_done = self.pool.waitForDone(timeout_ms)
-            stopped = compute_done and self.io_pool.waitForDone(max(0, int((deadline - time.monotonic()) * 1000)))
+        deadline = time.monotonic() + timeout_ms / 1000
+        stopped = True
+        for pool in self.pools.values():
+            left = -1 if timeout_ms < 0 else max(0, int((deadline - time.monotonic()) * 1000))
+            stopped = pool.waitForDone(left) and stopped
         if stopped and self._holds_gc:
             self._holds_gc = False
             ui_gc.release()
         return stopped
 
     def active_thread_count(self) -> int:
-        return self.pool.activeThreadCount() + self.io_pool.activeThreadCount()
+        return sum(pool.activeThreadCount() for pool in self.pools.values())
 
     def _on_device(self, job: Job, device: str) -> None:
         if job.uses_device and device != self.device:
@@ -298,6 +340,8 @@ class JobRunner(QObject):
 
     def _on_ended(self, job: Job) -> None:
         self.job_changed.emit(job)
+        if job.record.saved:
+            self.project_saved.emit(job)
         self.job_ended.emit(job)
         if job.record.state == FAILED and job.report_errors:
             self.job_failed.emit(job)

@@ -32,7 +32,7 @@ from workbench.gui.views.coverage_view import CoverageView
 from workbench.gui.views.data_view import DataView
 from workbench.gui.views.importance_view import ImportanceView
 from workbench.gui.views.model_view import ModelView
-from workbench.gui.views.robustness_view import RobustnessView, is_robustness_result
+from workbench.gui.views.robustness_view import RobustnessView
 from workbench.gui.views.training_view import TrainingView
 from workbench.gui.widgets.jobs_panel import JobsPanel
 from workbench.gui.widgets.notice_bar import NoticeBar
@@ -298,8 +298,9 @@ class MainWindow(QMainWindow):
         elif kind == "model":
             self.selection.set_model(payload["name"])
             self.show_view("model")
-        elif kind == "testset" and payload.get("dataset"):
-            self.selection.set_dataset(payload["dataset"])
+        elif kind == "testset":  # a split or a stored test set: browsed in the Data view
+            if payload.get("dataset"):
+                self.selection.set_dataset(payload["dataset"])
             self.selection.set_split(payload.get("split", "test"))
             self.show_view("data")
         elif kind == "result":
@@ -321,28 +322,13 @@ class MainWindow(QMainWindow):
                 self.show_view("robustness")
             else:
                 self.show_view("model")
-        else:
-            self.statusBar().showMessage(f"The test set {payload.get('name')} cannot be browsed yet.", 5000)
 
     def open_job(self, job: Job) -> None:
-        """Double-click in the jobs panel: a failure shows its error again, a result its view."""
-        from workbench.core.data import Dataset
-        from workbench.gui.tasks import ModelBundle, SetCoverage, StoredRun, TrainedModel
-
+        """Double-click in the jobs panel: a failure shows its error again, a result the view that shows it."""
         if job.record.state == FAILED:
             self._dialog(report_error(self, job.record.error, job.record.details, title=f"{job.name} failed"))
-        elif isinstance(job.result, (TrainedModel,)):
-            self.show_view("training")
-        elif isinstance(job.result, StoredRun) and is_robustness_result(job.result.result):
-            self.show_view("robustness")
-        elif isinstance(job.result, StoredRun):
-            self.show_view("coverage" if isinstance(job.result.result, SetCoverage) else "importance")
-        elif isinstance(job.result, ModelBundle):
-            self.show_view("model")
-        elif isinstance(job.result, dict) and "confusion" in job.result:
-            self.show_view("model")
-        elif isinstance(job.result, Dataset):
-            self.show_view("data")
+        elif job.record.view in self.views:
+            self.show_view(job.record.view)
 
     def evaluate_selected(self) -> None:
         if self.selection.model is None or self.selection.dataset is None:
@@ -468,15 +454,13 @@ class MainWindow(QMainWindow):
         project = self.session.project
         if project.read_only:
             return
-        gui = project.settings.setdefault("gui", {})
-        gui["layout"] = {"state": bytes(self.saveState().toBase64()).decode(),
-                         "geometry": bytes(self.saveGeometry().toBase64()).decode(),
-                         "view": self.current_view(),
-                         "closed_views": [n for n, v in self.views.items() if self.tabs.indexOf(v) < 0]}
-        gui["selection"] = {"model": self.selection.model, "dataset": self.selection.dataset,
-                            "split": self.selection.split}
+        layout = {"state": bytes(self.saveState().toBase64()).decode(),
+                  "geometry": bytes(self.saveGeometry().toBase64()).decode(),
+                  "view": self.current_view(),
+                  "closed_views": [n for n, v in self.views.items() if self.tabs.indexOf(v) < 0]}
+        selection = {"model": self.selection.model, "dataset": self.selection.dataset, "split": self.selection.split}
         try:
-            project.save()
+            project.set_gui(layout=layout, selection=selection)
         except WorkbenchError:
             pass  # the layout is a convenience: a folder that went read-only must not block closing
 

@@ -12,6 +12,7 @@ from PySide6.QtCore import QPoint, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import QApplication, QMenu, QMessageBox, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget
 
+from workbench.core.testsets import list_testsets
 from workbench.gui.selection import Selection
 from workbench.gui.session import Session
 
@@ -80,14 +81,21 @@ class ProjectPanel(QWidget):
             item.setToolTip(0, tip)
             models.addChild(item)
 
-        testsets = self._group("Test sets", len(project.testsets))
-        for entry in project.testsets:
-            text = entry["name"]
-            data = self.session.datasets.get(entry.get("dataset", ""))
-            if data is not None and entry.get("split") in data.splits:
-                text += f"  ({len(data.splits[entry['split']]):,} images)"
-            item = ProjectItem(text, "testset", dict(entry))
-            item.setToolTip(0, entry.get("how", ""))
+        infos = [info for info in list_testsets(project) if not info.problem]
+        testsets = self._group("Test sets", len(infos))
+        for info in infos:  # dataset splits, then stored sets: pools, fp_test, fuzzer tests, selections, subsets
+            source, size = info.source, info.size
+            dataset = source.dataset or (project.datasets[0] if project.datasets else "")
+            if source.kind == "split":
+                data = self.session.datasets.get(source.dataset)
+                size = len(data.splits[source.split]) if data is not None and source.split in data.splits else None
+            text = info.name + (f"  ({size:,} images)" if size is not None else "")
+            if source.kind != "split":
+                text += f"  — {source.role or source.kind}"
+            split = source.split if source.kind == "split" else info.name
+            item = ProjectItem(text, "testset", {"name": info.name, "dataset": dataset, "split": split,
+                                                 "source": source.describe()})
+            item.setToolTip(0, f"{info.name}: {source.describe()}")
             testsets.addChild(item)
 
         artifacts = project.artifacts()

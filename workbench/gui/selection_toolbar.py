@@ -1,4 +1,4 @@
-"""The tool bar's pickers for the shared selection: model, dataset and split.
+"""The tool bar's pickers for the shared selection: model, dataset and split (or stored test set).
 
 Bound both ways: choosing in a picker sets the selection, and the pickers follow the selection and
 the project's contents, however they change.
@@ -23,6 +23,7 @@ class SelectionToolBar(QToolBar):
         self.model_box.setObjectName("modelPicker")
         self.dataset_box.setObjectName("datasetPicker")
         self.split_box.setObjectName("splitPicker")
+        self.split_box.setToolTip("The dataset split, or a test set the project stores (a pool, a selection, …)")
         self.model_names: list[str] = []  # what each picker entry stands for, by position
         self.dataset_specs: list[str] = []
         self.split_names: list[str] = []
@@ -57,6 +58,10 @@ class SelectionToolBar(QToolBar):
         data = self.session.datasets.get(selection.dataset)
         self.split_names = [s for s in data.splits if len(data.splits[s])] if data else ["train", "test"]
         split_texts = [f"{s} ({len(data.splits[s]):,})" if data else s for s in self.split_names]
+        if data is not None:  # the project's stored test sets of this dataset: pools, selections, fuzzer tests, …
+            for info in self.session.stored_testsets(selection.dataset):
+                self.split_names.append(info.name)
+                split_texts.append(f"{info.name} ({info.size:,})" if info.size is not None else info.name)
         for box, values, texts, current in (
                 (self.model_box, self.model_names, self.model_names, selection.model),
                 (self.dataset_box, self.dataset_specs, [self.session.dataset_title(s) for s in self.dataset_specs],

@@ -1,9 +1,10 @@
 """The open project and everything loaded from it, fetched through jobs.
 
 Views ask the session for a dataset, a model, an evaluation or a layer's neuron importance; the
-session starts the job (once, however many views ask), keeps the result and announces it with a
-signal. It is also the project's only writer, always on the UI thread: evaluations and importance
-results are stored as artifacts and reused when the same weights meet the same data again.
+session starts the job (once, however many views ask, through `KeyedJobs`), keeps the result and
+announces it with a signal. Jobs that store results save through the runner's staged project, on
+their own thread, and commit when they finish; the session re-announces the project then.
+Evaluations and importance results are reused when the same weights meet the same data again.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from PySide6.QtCore import QObject, Signal
 
 from workbench.core.data import Dataset
 from workbench.core.errors import WorkbenchError
+from workbench.core.evaluation import evaluation_name
+from workbench.core.model_io import ModelBundle
 from workbench.core.project import Project
-from workbench.gui import tasks
-from workbench.gui.jobs import Job, JobRunner
+from workbench.gui.jobs import INTERACTIVE, IO, LONG, Job, JobRunner
+from workbench.gui.keyed_jobs import KeyedJobs
 
 EvaluationKey = tuple  # (model name, dataset spec, split)
 ImportanceKey = tuple  # (model name, dataset spec, layer)
@@ -27,11 +30,6 @@ ImportanceKey = tuple  # (model name, dataset spec, layer)
 def _cancelled(what: str) -> WorkbenchError:
     """Recorded in place of a result the user cancelled, so views say so instead of retrying."""
     return WorkbenchError(f"{what} was cancelled.", "Press Try again to run it again.")
-
-
-def evaluation_name(model: str, dataset: str, split: str) -> str:
-    """The artifact name of an evaluation; the CLI's `evaluate --project` uses the same form."""
-    return f"evaluation {model} on {dataset}:{split}"
 
 
 class Session(QObject):
@@ -48,6 +46,7 @@ class Session(QObject):
     importance_progress = Signal(object, object)  # ImportanceKey, core ImportanceProgress (running totals)
     importance_ready = Signal(object)  # ImportanceKey
     importance_failed = Signal(object)
+    testset_loaded = Signal(object)  # (dataset spec, test set name) of a stored test set read in
     dataset_added = Signal(str)  # a dataset the user opened joined the project
     model_added = Signal(str)  # a model file the user opened joined the project
     message = Signal(str)  # a short note for the status bar
@@ -60,29 +59,51 @@ class Session(QObject):
         self.is_ready = False
         self.device = ""
         self.plugin_reports: list = []
-        self.datasets: dict[str, Dataset] = {}
-        self.dataset_errors: dict[str, BaseException] = {}
-        self.models: dict[str, tasks.ModelBundle] = {}
-        self.model_errors: dict[str, BaseException] = {}
-        self.evaluations: dict[EvaluationKey, dict] = {}
-        self.evaluation_errors: dict[EvaluationKey, BaseException] = {}
-        self.importances: dict[ImportanceKey, object] = {}  # core ImportanceResult
-        self.importance_errors: dict[ImportanceKey, BaseException] = {}
-        self.importance_jobs: dict[ImportanceKey, Job] = {}  # the latest job per key, finished or not
-        self._in_flight: dict[tuple, Job] = {}
+        self._datasets = self._keyed(lambda _: _cancelled("Loading the dataset"), self.dataset_loaded,
+                                     self.dataset_failed)
+        self._models = self._keyed(lambda _: _cancelled("Loading the model"), self.model_loaded, self.model_failed)
+        self._evaluations = self._keyed(lambda _: _cancelled("The evaluation"), self.evaluation_ready,
+                                        self.evaluation_failed)
+        self._importances = self._keyed(lambda _: _cancelled("The relevance computation"), self.importance_ready,
+                                        self.importance_failed)
+        # The caches views read: each key's result, or the error that stopped it.
+        self.datasets: dict[str, Dataset] = self._datasets.results
+        self.dataset_errors: dict[str, BaseException] = self._datasets.errors
+        self.models: dict[str, ModelBundle] = self._models.results
+        self.model_errors: dict[str, BaseException] = self._models.errors
+        self.evaluations: dict[EvaluationKey, dict] = self._evaluations.results
+        self.evaluation_errors: dict[EvaluationKey, BaseException] = self._evaluations.errors
+        self.importances: dict[ImportanceKey, object] = self._importances.results  # core ImportanceResult
+        self.importance_errors: dict[ImportanceKey, BaseException] = self._importances.errors
+        self.importance_jobs: dict[ImportanceKey, Job] = self._importances.jobs  # the newest job per key
+        self._testsets = self._keyed(None, self.testset_loaded, self.testset_loaded)
+        self.testset_errors = self._testsets.errors  # (spec, name) → why a stored test set cannot be read
+        runner.project_saved.connect(self._on_saved)
         self._when_ready: list[Callable[[], None]] = []
         self._trusted: set[str] = set()  # model files the user trusted in this session
+
+    def _keyed(self, cancelled: Callable | None, ready: Signal, failed: Signal) -> KeyedJobs:
+        """Jobs by key whose end is announced as `ready(key)` or `failed(key)`."""
+        jobs = KeyedJobs(self.runner, self, cancelled_error=cancelled)
+        jobs.ended.connect(lambda key: (failed if key in jobs.errors else ready).emit(key))
+        return jobs
+
+    def _on_saved(self, job: Job) -> None:
+        """A job committed results to the project: views and the project panel show them."""
+        self.project_changed.emit()
 
     # --- start-up ----------------------------------------------------------------------------------
 
     def start(self) -> Job:
         """Import PyTorch and load plugins in the background; deferred requests run afterwards."""
-        job = self.runner.submit("Start-up: PyTorch, device and plugins", tasks.warm_up)
+        from workbench.core.jobs import warm_up
+
+        job = self.runner.submit("Start-up: PyTorch, device and plugins", warm_up, lane=INTERACTIVE)
         job.finished.connect(self._on_warmed_up)
         job.failed.connect(lambda exc: self._on_warmed_up(None))
         return job
 
-    def _on_warmed_up(self, report: tasks.StartupReport | None) -> None:
+    def _on_warmed_up(self, report) -> None:
         if report is not None:
             self.device, self.plugin_reports = report.device, report.plugins
         self.is_ready = True
@@ -108,49 +129,15 @@ class Session(QObject):
     def load_dataset(self, spec: str, then: Callable[[Dataset], None] | None = None,
                      download: bool = False) -> Job | None:
         """Load a dataset once; `then(dataset)` runs when it is there (at once if it already is)."""
+        from workbench.core.dataset_registry import load_dataset_job
+
         # A dataset a plugin adds is unknown until plugins are loaded.
-        if (spec not in self.datasets and ("dataset", spec) not in self._in_flight and not self._registered(spec)
+        if (spec not in self.datasets and not self._datasets.running(spec) and not self._registered(spec)
                 and self._when_started(lambda: self.load_dataset(spec, then, download))):
             return None
-        return self._load_once(
-            "dataset", spec, self.datasets, self.dataset_errors, self.dataset_loaded, self.dataset_failed,
-            lambda: self.runner.submit(f"{'Download' if download else 'Load'} dataset {spec}", tasks.load_dataset,
-                                       spec, download=download, uses_device=False),
-            "Loading the dataset", then)
-
-    def _load_once(self, kind: str, key: str, store: dict, errors: dict, loaded: Signal, failed: Signal,
-                   submit: Callable[[], Job], what: str, then: Callable | None) -> Job | None:
-        """Run `submit()` unless `key` is in `store` or on its way; `then(value)` runs once it is there.
-
-        The value lands in `store` (or the error in `errors`) before `loaded`/`failed` fire, so one job
-        serves every view that asks while it runs.
-        """
-        if key in store:
-            if then:
-                then(store[key])
-            return None
-        flight = (kind, key)
-        if flight not in self._in_flight:
-            errors.pop(key, None)
-            job = self._in_flight[flight] = submit()
-
-            def done(value) -> None:
-                self._in_flight.pop(flight, None)
-                store[key] = value
-                loaded.emit(key)
-
-            def fail(exc: BaseException) -> None:
-                self._in_flight.pop(flight, None)
-                errors[key] = exc
-                failed.emit(key)
-
-            job.finished.connect(done)
-            job.failed.connect(fail)
-            job.cancelled.connect(lambda: fail(_cancelled(what)))
-        job = self._in_flight[flight]
-        if then:
-            job.finished.connect(then)
-        return job
+        return self._datasets.run(spec, f"{'Download' if download else 'Load'} dataset {spec}", load_dataset_job,
+                                  spec, download=download, uses_device=False, lane=IO, then=then, cached=True,
+                                  report_errors=True)
 
     def dataset_title(self, spec: str) -> str:
         """A short name for a dataset spec: the registry name, or a path's file name."""
@@ -166,26 +153,55 @@ class Session(QObject):
                 self.dataset_added.emit(spec)
         return self.load_dataset(spec, then=added, download=download)
 
+    # --- test sets -----------------------------------------------------------------------------------
+
+    def inputs(self, spec: str, name: str):
+        """The inputs of test set `name` (a split of dataset `spec`, or a stored test set labelled with
+        its classes): a `Split`, or None while it is read (`testset_loaded((spec, name))` says when,
+        `testset_errors` why it could not be)."""
+        data = self.datasets.get(spec)
+        if data is None:
+            return None
+        if name in data.splits:
+            return data.splits[name]
+        key = (spec, name)
+        if key in self._testsets.results:
+            return self._testsets.results[key]
+        if key not in self._testsets.errors:
+            from workbench.core.testsets import load_testset
+
+            self._testsets.run(key, f"Read test set {name}", load_testset, self.project, name, data,
+                               uses_device=False, lane=IO, view="data")
+        return None
+
+    def stored_testsets(self, spec: str) -> list:
+        """The project's stored test sets that can be measured with dataset `spec` (`TestSetInfo`s)."""
+        from workbench.core.testsets import list_testsets
+
+        return [info for info in list_testsets(self.project)
+                if info.source.kind != "split" and not info.problem and info.source.dataset in ("", spec)]
+
     # --- models ------------------------------------------------------------------------------------
 
     def model_entry(self, name: str) -> dict | None:
         return next((m for m in self.project.models if m["name"] == name), None)
 
-    def load_model(self, name: str, then: Callable[[tasks.ModelBundle], None] | None = None) -> Job | None:
+    def load_model(self, name: str, then: Callable[[ModelBundle], None] | None = None) -> Job | None:
         """Load a project model once; `then(bundle)` runs when it is there."""
+        from workbench.core.model_io import inspect_model
+
         entry = self.model_entry(name)
         if entry is None and name not in self.models:
             raise WorkbenchError(f"The project has no model named {name!r}.", "Add it with Project → Open model file.")
-        if (name not in self.models and ("model", name) not in self._in_flight
+        if (name not in self.models and not self._models.running(name)
                 and self._when_started(lambda: self.load_model(name, then))):
             return None
-
-        def submit() -> Job:
-            spec = self.project.model_spec(entry)
-            return self.runner.submit(f"Load model {name}", tasks.load_model, spec, arch=entry.get("arch"),
-                                      trust=spec in self._trusted, fallback_shape=self._fallback_shape())
-        return self._load_once("model", name, self.models, self.model_errors, self.model_loaded, self.model_failed,
-                               submit, "Loading the model", then)
+        if name in self.models or self._models.running(name):
+            return self._models.run(name, f"Load model {name}", inspect_model, then=then, cached=True)
+        spec = self.project.model_spec(entry)
+        return self._models.run(name, f"Load model {name}", inspect_model, spec, arch=entry.get("arch"),
+                                trust=spec in self._trusted, fallback_shape=self._fallback_shape(),
+                                lane=INTERACTIVE, then=then, cached=True, report_errors=True, view="model")
 
     def _fallback_shape(self) -> tuple | None:
         """For a model that does not say what it takes: the image shape of the project's datasets."""
@@ -207,10 +223,12 @@ class Session(QObject):
         spec = str(Path(path).resolve()) if os.path.exists(path) else path
         if trust:
             self._trusted.add(spec)
-        job = self.runner.submit(f"Load model file {Path(path).name}", tasks.load_model, spec,
-                                 arch=arch or None, trust=trust, fallback_shape=self._fallback_shape())
+        from workbench.core.model_io import inspect_model
 
-        def loaded(bundle: tasks.ModelBundle) -> None:
+        job = self.runner.submit(f"Load model file {Path(path).name}", inspect_model, spec, arch=arch or None,
+                                 trust=trust, fallback_shape=self._fallback_shape(), lane=INTERACTIVE, view="model")
+
+        def loaded(bundle: ModelBundle) -> None:
             model_name = self.unique_model_name(name or bundle.model.info.name or Path(path).stem)
             if self._write(lambda: self.project.add_model(spec, model_name, arch)):
                 self.models[model_name] = bundle
@@ -230,77 +248,47 @@ class Session(QObject):
         return self.evaluations.get((model, dataset, split))
 
     def is_evaluating(self, model: str, dataset: str, split: str) -> bool:
-        return ("evaluation", (model, dataset, split)) in self._in_flight
+        return self._evaluations.running((model, dataset, split))
 
     def compatibility_problem(self, model: str, dataset: str) -> str | None:
         """Why a loaded model cannot run on a loaded dataset, from shapes and class counts alone."""
+        from workbench.core.training import compatibility_problem
+
         bundle, data = self.models.get(model), self.datasets.get(dataset)
         if bundle is None or data is None:
             return None
-        info = bundle.model.info
-        if info.input_shape and tuple(info.input_shape) != tuple(data.image_shape):
-            return (f"{model} takes images of shape {'×'.join(map(str, info.input_shape))}, but {data.name} has "
-                    f"{'×'.join(map(str, data.image_shape))}.")
-        if info.class_names and len(info.class_names) != data.num_classes:
-            return f"{model} has {len(info.class_names)} classes, but {data.name} has {data.num_classes}."
-        return None
+        return compatibility_problem(bundle.model.info, data, model)
 
     def evaluate(self, model: str, dataset: str, split: str, force: bool = False) -> Job | None:
-        """Evaluate a model on a split: reuse a stored evaluation of the same weights, else compute it."""
+        """Evaluate a model on a split: reuse a stored evaluation of the same weights, else compute and
+        store it (the job saves it; a stored one that cannot be read is computed again)."""
+        from workbench.core.evaluation import evaluate_stored, find_evaluation
+
         key: EvaluationKey = (model, dataset, split)
-        if (key in self.evaluations and not force) or ("evaluation", key) in self._in_flight:
-            return self._in_flight.get(("evaluation", key))
+        if (key in self.evaluations and not force) or self._evaluations.running(key):
+            return self._evaluations.jobs.get(key) if self._evaluations.running(key) else None
         if dataset not in self.datasets:
             return self.load_dataset(dataset, then=lambda _: self.evaluate(model, dataset, split, force))
         if model not in self.models:
             return self.load_model(model, then=lambda _: self.evaluate(model, dataset, split, force))
         bundle, data = self.models[model], self.datasets[dataset]
-        self.evaluation_errors.pop(key, None)
-        stored = None if force else self.project.find_artifact(
-            "evaluation", model=model, model_fingerprint=bundle.fingerprint, dataset=data.name, split=split)
-        if stored is not None:
-            path = self.project.folder / self.project.artifacts()[stored]["file"]
-            job = self.runner.submit(f"Load evaluation of {model} on {data.name}:{split}", tasks.load_evaluation,
-                                     path, list(data.class_names), uses_device=False, report_errors=False)
-            # A stored result that cannot be read is simply computed again.
-            job.failed.connect(lambda exc: self._recompute(key))
-        else:
-            job = self.runner.submit(f"Evaluate {model} on {data.name}:{split}", tasks.evaluate, bundle.model,
-                                     data, split)
-            job.failed.connect(lambda exc: self._on_evaluation_failed(key, exc))
-        self._in_flight[("evaluation", key)] = job
-        job.finished.connect(lambda result: self._on_evaluation(key, result, bundle.fingerprint, data.name))
-        job.cancelled.connect(lambda: self._on_evaluation_failed(key, _cancelled("The evaluation")))
-        return job
-
-    def _recompute(self, key: EvaluationKey) -> None:
-        self._in_flight.pop(("evaluation", key), None)
-        self.evaluate(*key, force=True)
-
-    def _on_evaluation(self, key: EvaluationKey, result: dict, fingerprint: str, dataset_name: str) -> None:
-        self._in_flight.pop(("evaluation", key), None)
-        self.evaluations[key] = result
-        model, _, split = key
-        if not result.get("stored") and not self.project.read_only:
-            saved = self._write(lambda: self.project.save_artifact(
-                "evaluation", evaluation_name(model, dataset_name, split),
-                {"confusion": result["confusion"], "predictions": result["predictions"]},
-                model=model, model_fingerprint=fingerprint, dataset=dataset_name, split=split,
-                accuracy=result["accuracy"], n=result["n"], device=result.get("device", "")), asked=False)
-            if saved:
-                self.project_changed.emit()
-        self.evaluation_ready.emit(key)
-
-    def _on_evaluation_failed(self, key: EvaluationKey, exc: BaseException) -> None:
-        self._in_flight.pop(("evaluation", key), None)
-        self.evaluation_errors[key] = exc
-        self.evaluation_failed.emit(key)
+        inputs = split if split in data.splits else self.inputs(dataset, split)
+        if inputs is None:  # a stored test set, read first
+            if (dataset, split) in self.testset_errors:
+                return None
+            job = self._testsets.jobs[(dataset, split)]
+            job.finished.connect(lambda _: self.evaluate(model, dataset, split, force))
+            return job
+        stored = not force and find_evaluation(self.project, model, bundle.fingerprint, data.name, split) is not None
+        name = f"{'Load evaluation of' if stored else 'Evaluate'} {model} on {data.name}:{split}"
+        return self._evaluations.run(key, name, evaluate_stored, bundle.model, data, inputs,
+                                     fingerprint=bundle.fingerprint, lane=IO if stored else INTERACTIVE,
+                                     project=self.project, reuse=not force, view="model", report_errors=True)
 
     def delete_result(self, name: str) -> None:
         if self._write(lambda: self.project.delete_artifact(name)):
-            self.evaluations = {k: v for k, v in self.evaluations.items()
-                                if evaluation_name(k[0], self.dataset_title(k[1]), k[2]) != name}
-            self.importances = {k: v for k, v in self.importances.items() if v.artifact != name}
+            self._evaluations.forget(lambda k: evaluation_name(k[0], self.dataset_title(k[1]), k[2]) != name)
+            self._importances.forget(lambda k: getattr(self.importances.get(k), "artifact", None) != name)
             self.project_changed.emit()
 
     # --- neuron importance -------------------------------------------------------------------------
@@ -309,57 +297,35 @@ class Session(QObject):
         return self.importances.get((model, dataset, layer))
 
     def is_computing_importance(self, model: str, dataset: str, layer: str) -> bool:
-        return ("importance", (model, dataset, layer)) in self._in_flight
+        return self._importances.running((model, dataset, layer))
 
     def compute_importance(self, model: str, dataset: str, layer: str, force: bool = False) -> Job | None:
         """Relevance of `layer`'s neurons per class over the correctly classified training images.
 
         The model and dataset must be loaded. The job reuses a stored result made the same way
-        (unless `force`); a new result is saved here, on the UI thread, once the job hands it back,
-        so a cancelled or failed run saves nothing.
+        (unless `force`) and stores a new one when it has finished, so a cancelled or failed run
+        saves nothing.
         """
+        from workbench.core.importance import compute_importance
+
         key: ImportanceKey = (model, dataset, layer)
-        flight = ("importance", key)
-        if flight in self._in_flight:
-            return self._in_flight[flight]
+        if self._importances.running(key):
+            return self._importances.jobs[key]
         if key in self.importances and not force:
             return None
         bundle, data = self.models[model], self.datasets[dataset]
-        self.importance_errors.pop(key, None)
-        job = self.runner.submit(f"Importance of {layer} in {model} ({data.name} train)", tasks.compute_importance,
-                                 bundle.model, data, layer, tasks.ProjectSnapshot(self.project, reuse=not force),
-                                 report_errors=False)
-        self._in_flight[flight] = self.importance_jobs[key] = job
+        job = self._importances.run(key, f"Importance of {layer} in {model} ({data.name} train)", compute_importance,
+                                    bundle.model, data, layer, per_class=True, batch_size=512, split="train",
+                                    project=self.project, reuse=not force, lane=LONG, view="importance",
+                                    then=lambda result: self._mark_unsaved(result, job))
         job.partial.connect(lambda progress: self.importance_progress.emit(key, progress))
-        job.finished.connect(lambda run: self._on_importance(key, run))
-        job.failed.connect(lambda exc: self._on_importance_failed(key, exc))
-        job.cancelled.connect(lambda: self._on_importance_failed(key, _cancelled("The relevance computation")))
         return job
 
-    def _on_importance(self, key: ImportanceKey, run: tasks.StoredRun) -> None:
-        self._in_flight.pop(("importance", key), None)
-        self.importances[key] = run.result  # before storing: views refreshing on project_changed find it
-        self.store(run)
-        self.importance_ready.emit(key)
-
-    def store(self, run: tasks.StoredRun) -> None:
-        """Write the artifacts a job's `ProjectSnapshot` collected; a result that could not be
-        stored (read-only folder, full disk) loses its artifact name but is still shown."""
-        if not run.saves:
-            return
-        if self.project.read_only:
-            run.result.artifact = None
-            return
-        saved = all(self._write(lambda save=save: self.project.save_artifact(save[0], save[1], save[2], **save[3]),
-                                asked=False) for save in run.saves)
-        if not saved:
-            run.result.artifact = None
-        self.project_changed.emit()
-
-    def _on_importance_failed(self, key: ImportanceKey, exc: BaseException) -> None:
-        self._in_flight.pop(("importance", key), None)
-        self.importance_errors[key] = exc
-        self.importance_failed.emit(key)
+    @staticmethod
+    def _mark_unsaved(result, job: Job) -> None:
+        """A result the project could not store (read-only folder) has no artifact to point at."""
+        if getattr(result, "artifact", None) in job.record.unsaved:
+            result.artifact = None
 
     # --- training ----------------------------------------------------------------------------------
 
@@ -374,14 +340,17 @@ class Session(QObject):
         out = self.project.folder / "models" / f"{name}.pt"
         if out.exists():
             raise WorkbenchError(f"{out} already exists.", "Choose another name, or move the file away.")
+        from workbench.core.training import train_and_save
+
         data = self.datasets[dataset]
         job = self.runner.submit(f"Train {arch} on {data.name} ({epochs} epoch{'s' * (epochs != 1)})",
-                                 tasks.train_and_save, arch, data, epochs, batch_size, lr, seed, out, name)
+                                 train_and_save, arch, data, out, name, epochs=epochs, batch_size=batch_size, lr=lr,
+                                 seed=seed, source="trained in the workbench GUI", lane=LONG, view="training")
 
-        def trained(result: tasks.TrainedModel) -> None:
-            if self._write(lambda: self.project.add_model(str(result.path), result.name)):
+        def trained(_result) -> None:
+            if self._write(lambda: self.project.add_model(str(out), name)):
                 self.project_changed.emit()
-                self.load_model(result.name)
+                self.load_model(name)
         job.finished.connect(trained)
         return job
 

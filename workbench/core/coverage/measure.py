@@ -114,6 +114,16 @@ def _digest(*parts) -> str:
     return h.hexdigest()[:16]
 
 
+def _split_name(dataset, given: Split) -> str | None:
+    """The split name of `dataset` a given test set is (a `TestSet` of one of its splits, whole), so it
+    is identified, and its stored results found, as that split is; None for any other set."""
+    source = getattr(given, "source", None)
+    if source is not None and source.kind == "split" and source.split in dataset.splits \
+            and given.images is dataset.split(source.split).images:
+        return source.split
+    return None
+
+
 def split_identity(dataset, name: str | None, split: Split, indices=None) -> dict:
     """What identifies the inputs measured: a named split by its labels, a given split by its images too."""
     ident = {"dataset": dataset.name, "split": name or "(given)", "images": len(split),
@@ -198,7 +208,7 @@ def measure_coverage(ctx: JobContext, model, dataset, layer: str | NeuronDefinit
     module = model.module
     catalogue = layer_catalogue(module, dataset.image_shape)  # refuses an image shape the model cannot take
     if isinstance(test_split, Split):
-        test, test_name = test_split, None
+        test, test_name = test_split, _split_name(dataset, test_split)
     else:
         test, test_name = dataset.split(test_split), test_split
     _check_fit(model, dataset, test, catalogue)
@@ -450,3 +460,64 @@ def _versions() -> dict:
 
     return {"torch": torch.__version__, "scikit-learn": sklearn.__version__, "scipy": scipy.__version__,
             "numpy": np.__version__}
+
+
+# --- groups of criteria, as a view measures them ------------------------------------------------------
+
+@dataclass
+class SetCoverage:
+    """Every criterion measured on one test set: results by criterion key, and the criteria that
+    could not be measured with the error that stopped them (a group of criteria shares one error)."""
+
+    results: dict = field(default_factory=dict)  # criterion key → core CoverageResult
+    errors: dict = field(default_factory=dict)  # criterion key → WorkbenchError
+    test: object = None  # the stored test set measured, read by name (None for a split or a given set)
+
+
+def measure_groups(ctx: JobContext, model, dataset, test_split, test_indices, layer: str,
+                   groups: list[tuple[str, ...]], m: int, importance, project=None) -> "SetCoverage":
+    """Measure each group of criteria on one test set (core `measure_coverage`), a group at a time.
+
+    Groups fail on their own: an m the layer cannot give stops IDC, a singular density stops surprise
+    adequacy, and the other criteria are still measured. Fits and results stored in the project
+    are reused; new ones are saved to `project`. `test_split` is a split name of `dataset`, the name of
+    a project test set, or a `Split` (any `TestSet`).
+    """
+    if isinstance(test_split, str) and test_split not in dataset.splits:  # a project test set, by name
+        from workbench.core.testsets import resolve
+
+        test_split = resolve(project, test_split, dataset)
+    if project is not None and project.read_only:
+        project = None  # a read-only project is measured, not stored
+    measured = SetCoverage(test=None if isinstance(test_split, str) else test_split)
+    for criteria in groups:
+        try:
+            measured.results.update(measure_coverage(
+                ctx, model, dataset, layer, criteria, test_split=test_split, test_indices=test_indices, m=m,
+                importance=importance if "idc" in criteria else None, project=project))
+        except WorkbenchError as exc:
+            measured.errors.update({name: exc for name in criteria})
+    return measured
+
+
+def kmnc_sections(ctx: JobContext, model, dataset, test_split, test_indices, kmnc,
+                  point: str, batch_size: int = 500) -> np.ndarray:
+    """(inputs, neurons) the KMNC section each measured input covers at each neuron (−1: none), in the
+    order the inputs were measured: which inputs fall in a cell of the neuron × section matrix.
+
+    The activations are captured exactly as the coverage job captured them (whole layer tensors at the
+    same activation point), so a cell's inputs are the ones its count was made of.
+    """
+    from workbench.core.activations import stream_activations
+
+    split = dataset.split(test_split) if isinstance(test_split, str) else test_split
+    shapes = {info.name: tuple(info.output_shape) for info in layer_catalogue(model.module, dataset.image_shape)}
+    captures = {name: NeuronDefinition(name, point, "element") for name in kmnc.layers}
+    total = len(split) if test_indices is None else len(test_indices)
+    sections = np.full((total, kmnc.neurons), -1, dtype=np.int16 if kmnc.k < 32768 else np.int32)
+    for start, acts, predictions in stream_activations(ctx, model.module, split, list(captures.values()),
+                                                       dataset.image_shape, batch_size, test_indices):
+        n = len(predictions)
+        layers = {name: acts[d].reshape((n,) + shapes[name]) for name, d in captures.items()}
+        sections[start:start + n] = kmnc.profile(layers)
+    return sections

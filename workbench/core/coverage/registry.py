@@ -7,6 +7,7 @@ A plugin's criterion is one file: a `Criterion` subclass and `registry.add_crite
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass
 from typing import Callable
 
 from workbench.core.coverage.idc import IDC
@@ -17,6 +18,64 @@ from workbench.core.errors import WorkbenchError
 
 BUILTIN: dict[str, Callable[..., Criterion]] = {
     c.name: c for c in (IDC, NC, KMNC, NBC, SNAC, TKNC, TKNP, LSA, DSA, MDSA)}
+
+
+@dataclass(frozen=True)
+class CriterionInfo:
+    """What a menu, a table header and a tooltip say about a criterion, and how it is measured:
+    criteria of one `group` run in one pass and fail together."""
+
+    name: str
+    title: str
+    help: str
+    default: bool = False  # measured unless the user unticks it
+    group: str = ""
+
+
+# The built-ins in the order reports list them. A group is measured in one pass and fails as one;
+# IDC and surprise adequacy get their own so an m the layer cannot give, or a singular density,
+# does not stop the neuron criteria.
+BUILTIN_INFO = (
+    CriterionInfo("idc", "IDC", "Importance-Driven Coverage: combinations of the important neurons' activation "
+                  "clusters", True, "idc"),
+    CriterionInfo("nc", "NC", "Neuron Coverage: neurons whose scaled value exceeds 0.75 for some input", True, "neuron"),
+    CriterionInfo("kmnc", "KMNC", "k-Multisection Neuron Coverage: sections of each neuron's training range "
+                  "(k = 1000)", True, "neuron"),
+    CriterionInfo("nbc", "NBC", "Neuron Boundary Coverage: values below or above the training range", True, "neuron"),
+    CriterionInfo("snac", "SNAC", "Strong Neuron Activation Coverage: values above the training range", True, "neuron"),
+    CriterionInfo("tknc", "TKNC", "Top-k Neuron Coverage: neurons among the 3 most active of their layer for some "
+                  "input", True, "neuron"),
+    CriterionInfo("tknp", "TKNP", "Top-k Neuron Patterns: distinct patterns of top-3 neurons (a count, no "
+                  "denominator)", False, "neuron"),
+    CriterionInfo("lsa", "LSC", "Likelihood-based Surprise Coverage (slower: a density per class)", False, "surprise"),
+    CriterionInfo("dsa", "DSC", "Distance-based Surprise Coverage (slower: nearest training traces)", False, "surprise"),
+    CriterionInfo("mdsa", "MDSC", "Mahalanobis-distance Surprise Coverage (slower)", False, "surprise"),
+)
+
+
+def _first_line(text: str | None) -> str:
+    return next((line.strip() for line in (text or "").splitlines() if line.strip()), "")
+
+
+def criterion_catalogue() -> list[CriterionInfo]:
+    """Every criterion a view can offer: the built-ins, then the plugins' (off by default, each
+    measured on its own so a failing plugin stops only itself)."""
+    infos = list(BUILTIN_INFO)
+    for name, factory in criterion_factories().items():
+        if name not in BUILTIN:
+            title = getattr(factory, "title", "") or name
+            infos.append(CriterionInfo(name, title, _first_line(getattr(factory, "__doc__", "")) or
+                                       f"{title} (from a plugin)", False, f"plugin:{name}"))
+    return infos
+
+
+def criterion_groups(names) -> list[tuple[str, ...]]:
+    """The chosen criteria as groups measured together, in catalogue order."""
+    groups: dict[str, list[str]] = {}
+    for info in criterion_catalogue():
+        if info.name in names:
+            groups.setdefault(info.group or info.name, []).append(info.name)
+    return [tuple(g) for g in groups.values()]
 
 
 def _plugin_criteria() -> dict[str, Callable[..., Criterion]]:

@@ -1,4 +1,5 @@
-"""The LRP explainer (`LRP`, `Relevance`, `relevance`): one forward and one relevance pass over a plan (§1.3)."""
+"""The LRP explainer (`LRP`, `Relevance`, `relevance`): one forward and one relevance pass over a plan
+(docs/methods/importance.md#starting-relevance)."""
 
 from __future__ import annotations
 
@@ -44,11 +45,13 @@ class LRP:
     Construction analyses the model once: it must be an `nn.Sequential` or `torch.fx`-traceable,
     and every layer must have a propagation rule (otherwise a `WorkbenchError` names the layer).
     BatchNorm is folded and parameters are snapshotted on the model's device in its dtype; build a
-    new explainer after changing the weights. The model is put in eval mode (spec conventions).
+    new explainer after changing the weights. The model is put in eval mode
+    (docs/methods/README.md#conventions-shared-by-all-pages).
 
     Relevance is read at layer *outputs*. A Conv/Linear folded with the BatchNorm after it forms one
     layer, so its relevance is that at the BatchNorm's output (as with Zennit's merged BatchNorm);
-    element-wise activations pass relevance through, so "pre" and "post" read the same (§1.5).
+    element-wise activations pass relevance through, so "pre" and "post" read the same
+    (docs/methods/importance.md#neurons-and-their-values).
     Propagation runs in the model's dtype (the float32 stabiliser is 1e-9); callers that sum
     relevance over many inputs should accumulate in float64, as `importance.py` does.
     """
@@ -102,7 +105,8 @@ class LRP:
                 keep: torch.Tensor | Callable[[torch.Tensor], torch.Tensor] | None = None,
                 check_finite: bool = True, masks: dict[str, torch.Tensor] | None = None,
                 track_absorbed: bool = False) -> Relevance:
-        """Relevance for a batch `x`, from the target logit (default: the predicted class, §1.3).
+        """Relevance for a batch `x`, from the target logit (default: the predicted class;
+        docs/methods/importance.md#starting-relevance).
 
         `layers`: names (or "all") at whose outputs to return relevance. `to_input`: also return the
         input relevance; when False, propagation stops at the deepest asked-for layer. `keep`: a
@@ -260,7 +264,8 @@ class LRP:
 
     def _propagate(self, node: Node, i: int, values, local, R: torch.Tensor,
                    absorbed: list | None = None) -> list[tuple[int, torch.Tensor]]:
-        """Relevance for each tensor input of node `i`, given the relevance `R` at its output (§1.2)."""
+        """Relevance for each tensor input of node `i`, given the relevance `R` at its output
+        (docs/methods/importance.md#propagation-through-other-layers)."""
         inputs = [j for j in node.inputs() if isinstance(values[j], torch.Tensor)]
         if node.kind == "pass":
             return [(inputs[0], R)]

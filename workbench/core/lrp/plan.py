@@ -1,4 +1,5 @@
-"""The plan: a model turned into nodes of its graph, each with its kind of relevance crossing (§1.2)."""
+"""The plan: a model turned into nodes of its graph, each with its kind of relevance crossing
+(docs/methods/importance.md#propagation-through-other-layers)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ class Ref:
     index: int
 
 
-# How relevance crosses each kind of node (§1.2):
+# How relevance crosses each kind of node (docs/methods/importance.md#propagation-through-other-layers):
 #   input     the model input
 #   constant  a tensor attribute of the model (relevance reaching it is absorbed, like a bias)
 #   affine    Linear / Conv (BatchNorm folded in) or an unfolded BatchNorm: the composite's rule
@@ -111,7 +112,7 @@ def _module_node(name: str, module: nn.Module, args: tuple, kwargs: dict, compos
         return _affine_node(name, module, args, composite)
     if kind in _BATCHNORM_MODULES:  # folded into the layer before, or made an affine map, by finish_plan
         return Node(name, "batchnorm", None, args, kwargs, what, module=module)
-    if getattr(module, "inplace", False):  # §1.5: an in-place activation would overwrite a kept output
+    if getattr(module, "inplace", False):  # an in-place activation would overwrite an output the relevance pass needs
         module = copy.copy(module)
         module.inplace = False
     if kind in _PASS_MODULES:
@@ -156,7 +157,8 @@ def _conv_call(conv, stride, padding, dilation, groups, x, weight, bias):
 
 
 def _batchnorm_scale(name: str, bn: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
-    """`k = γ/√(σ²+eps)` and `β − kμ` of a BatchNorm in eval mode (§1.2)."""
+    """`k = γ/√(σ²+eps)` and `β − kμ` of a BatchNorm in eval mode
+    (docs/methods/importance.md#propagation-through-other-layers)."""
     if bn.running_mean is None or bn.running_var is None:
         raise WorkbenchError(f"BatchNorm layer {name!r} keeps no running statistics, so it is not a fixed affine map.",
                              "LRP needs BatchNorm with track_running_stats=True (the default) in eval mode.")
@@ -168,7 +170,8 @@ def _batchnorm_scale(name: str, bn: nn.Module) -> tuple[torch.Tensor, torch.Tens
 
 
 def _batchnorm_op(name: str, bn: nn.Module, composite: Composite) -> AffineOp:
-    """A BatchNorm not after a Conv/Linear: the map `k·x + (β − kμ)` under LRP-0/ε, with a warning (§1.2)."""
+    """A BatchNorm not after a Conv/Linear: the map `k·x + (β − kμ)` under LRP-0/ε, with a warning
+    (docs/methods/importance.md#propagation-through-other-layers)."""
     warnings.warn(f"BatchNorm layer {name!r} does not follow a Conv/Linear layer, so it cannot be folded; "
                   "LRP treats it as the element-wise affine map k·x + (β − kμ) with the LRP-0/ε rule.",
                   stacklevel=3)
@@ -185,7 +188,8 @@ def _diagonal_call(x, weight, bias):
 
 
 def _fold_batchnorm(node: Node, name: str, bn: nn.Module) -> None:
-    """Fold a BatchNorm into the Conv/Linear before it: `W' = k·W`, `b' = k·(b − μ) + β` (§1.2)."""
+    """Fold a BatchNorm into the Conv/Linear before it: `W' = k·W`, `b' = k·(b − μ) + β`
+    (docs/methods/importance.md#propagation-through-other-layers)."""
     k, shift = _batchnorm_scale(name, bn)
     op = node.op
     weight = op.weight * k.view(-1, *([1] * (op.weight.dim() - 1)))
@@ -269,7 +273,8 @@ def sequential_plan(model: nn.Module, composite: Composite) -> tuple[list[Node],
 
 
 def fx_plan(model: nn.Module, composite: Composite) -> tuple[list[Node], int]:
-    """Any other model through `torch.fx` symbolic tracing (residual networks, §1.2)."""
+    """Any other model through `torch.fx` symbolic tracing (residual networks;
+    docs/methods/importance.md#layer-wise-relevance-propagation)."""
     if isinstance(model, torch.jit.ScriptModule):
         raise WorkbenchError("LRP cannot look inside a TorchScript model.",
                              "Load the weights as a state_dict together with their architecture instead.")
@@ -338,7 +343,8 @@ def finish_plan(nodes: list[Node], output: int, composite: Composite) -> tuple[l
     """Strip a trailing softmax, fold BatchNorm into the layer before, refuse softmax elsewhere."""
     users = [[u for u in us if nodes[u].kind != "meta"] for us in node_users(nodes)]  # size() calls do not count
     while nodes[output].kind == "softmax" and len(nodes[output].inputs()) == 1:
-        output = nodes[output].inputs()[0]  # §1: relevance starts from the logits, not probabilities
+        # relevance starts from the logits, not probabilities (docs/methods/importance.md#starting-relevance)
+        output = nodes[output].inputs()[0]
     for i, node in enumerate(nodes[:output + 1]):
         if node.kind == "softmax":
             raise WorkbenchError(f"LRP cannot propagate through softmax layer {node.name!r} inside the model.",

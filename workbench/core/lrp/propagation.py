@@ -1,5 +1,5 @@
 """Relevance through layers linear in their input (`AffineOp`, `propagate_affine`) and the
-equal-split max-pool (§1.1, §1.2)."""
+equal-split max-pool (docs/methods/importance.md#rules and #propagation-through-other-layers)."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def per_input_sum(t: torch.Tensor) -> torch.Tensor:
 
 def propagate_affine(op: AffineOp, a_leaf: torch.Tensor, z: torch.Tensor | None, R: torch.Tensor,
                       absorbed: list | None = None) -> torch.Tensor:
-    """Relevance at the input of a layer linear in its input, under the op's rule (§1.1).
+    """Relevance at the input of a layer linear in its input, under the op's rule (docs/methods/importance.md#rules).
 
     Plain LRP-0/ε reuses the forward pass's `z` and its autograd graph; rules with sign-split terms
     run the layer once per term on clamped inputs and weights, then take one input gradient.
@@ -73,7 +73,8 @@ def propagate_affine(op: AffineOp, a_leaf: torch.Tensor, z: torch.Tensor | None,
     `Σ_j R_j − Σ_shares coefficient · Σ_j (d_j − b_j)/s(d_j) · R_j`, with `d_j` the share's
     denominator and `b_j` the bias part in it. This is the rule's own algebra (the numerators of a
     share sum to `d_j − b_j` over the inputs), computed apart from the input gradient, so comparing
-    it with the relevance that really arrives below checks the propagation (§1.4).
+    it with the relevance that really arrives below checks the propagation
+    (docs/methods/importance.md#conservation-check).
     """
     rule = op.rule
     eps = rule.stabiliser(R.dtype)
@@ -131,7 +132,8 @@ def _pair(v, n: int = 2) -> tuple:
 
 
 def equal_split_maxpool(module: nn.Module, a: torch.Tensor, R: torch.Tensor) -> torch.Tensor:
-    """Max-pool relevance split equally among all positions equal to their window's maximum (§1.2).
+    """Max-pool relevance split equally among all positions equal to their window's maximum
+    (docs/methods/importance.md#propagation-through-other-layers).
 
     Windows are unfolded over an input padded with −∞ (and, for `ceil_mode`, enough extra −∞ on
     the far side to give the module's output size), ties found by equality with the window maximum,

@@ -1,5 +1,6 @@
 """LRP rules: the stabiliser, the rule objects (`LRP0`, `Epsilon`, `ZPlus`, `AlphaBeta`), `make_rule`
-and the `Composite` that maps layer types to rules (§1.1, §1.2)."""
+and the `Composite` that maps layer types to rules (docs/methods/importance.md#rules; the max-pool
+variants: #propagation-through-other-layers)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ from workbench.core.errors import WorkbenchError
 
 
 def default_stabiliser(dtype: torch.dtype) -> float:
-    """The ε that only stabilises divisions (§1.1, LRP-0 row): 1e-12 in float64, 1e-9 otherwise."""
+    """The ε that only stabilises divisions: 1e-12 in float64, 1e-9 otherwise
+    (docs/methods/importance.md#rules, LRP-0 row)."""
     return 1e-12 if dtype == torch.float64 else 1e-9
 
 
 def stabilise(z: torch.Tensor, epsilon: float) -> torch.Tensor:
-    """`s(z) = z + ε·sgn(z)` with `sgn(0) = +1` (§1.1), so s(z) is never zero.
+    """`s(z) = z + ε·sgn(z)` with `sgn(0) = +1`, so s(z) is never zero.
 
     Built in place on one new tensor (2ε·[z ≥ 0] − ε + z; exact, as 2ε − ε = ε in floating point):
     on the CPU each fresh large tensor costs page faults, which dominated a `torch.where` version.
@@ -79,7 +81,8 @@ class Rule(abc.ABC):
 
     Subclasses set `name` and return their `shares()`; `stabiliser(dtype)` gives the ε of `s(z)`.
     `zero_denominator_gives_zero` makes a share whose denominator is exactly 0 contribute nothing
-    (the αβ row of §1.1; for z+ it is the same thing, as all its terms are then zero).
+    (the αβ row of the table in docs/methods/importance.md#rules; for z+ it is the same thing, as all
+    its terms are then zero).
     """
 
     name = "rule"
@@ -99,7 +102,7 @@ class Rule(abc.ABC):
         return part if self.bias_in_denominator else None
 
     def describe(self) -> dict:
-        """The rule's name and parameters, as recorded with every result (§2.5)."""
+        """The rule's name and parameters, as recorded with every result."""
         return {"name": self.name, "bias_in_denominator": self.bias_in_denominator}
 
     def __repr__(self) -> str:
@@ -114,7 +117,8 @@ class Rule(abc.ABC):
 
 
 class Epsilon(Rule):
-    """LRP-ε: `R_i = Σ_j a_i w_ij / s(z_j) · R_j` with a user-set ε (default 0.01, §1.1)."""
+    """LRP-ε: `R_i = Σ_j a_i w_ij / s(z_j) · R_j` with a user-set ε (default 0.01;
+    docs/methods/importance.md#rules)."""
 
     name = "epsilon"
 
@@ -152,7 +156,8 @@ class LRP0(Epsilon):
 
 
 class ZPlus(Rule):
-    """z+: `R_i = Σ_j (a_i w_ij)⁺ / s(Z⁺_j) · R_j`, `Z⁺_j = Σ_i (a_i w_ij)⁺ [+ b_j⁺]` (§1.1).
+    """z+: `R_i = Σ_j (a_i w_ij)⁺ / s(Z⁺_j) · R_j`, `Z⁺_j = Σ_i (a_i w_ij)⁺ [+ b_j⁺]`
+    (docs/methods/importance.md#rules).
 
     `(a w)⁺` is the positive part of the product: positive inputs with positive weights and
     negative inputs with negative weights.
@@ -166,7 +171,8 @@ class ZPlus(Rule):
 
 
 class AlphaBeta(Rule):
-    """αβ: `Σ_j [α (a_i w_ij)⁺ / s(Z⁺_j) − β (a_i w_ij)⁻ / s(Z⁻_j)] · R_j`, α − β = 1 (§1.1).
+    """αβ: `Σ_j [α (a_i w_ij)⁺ / s(Z⁺_j) − β (a_i w_ij)⁻ / s(Z⁻_j)] · R_j`, α − β = 1
+    (docs/methods/importance.md#rules; Bach et al., 2015).
 
     Default α = 2, β = 1 (the release used α = 3, β = 2 for pixel relevance). A share whose
     denominator is exactly 0 contributes 0.
@@ -213,7 +219,8 @@ MAXPOOL_VARIANTS = ("winner", "equal-split")
 
 
 class Composite:
-    """Which rule each layer type gets (§1.2): `conv` for Conv1d/2d, `dense` for Linear.
+    """Which rule each layer type gets: `conv` for Conv1d/2d, `dense` for Linear
+    (docs/methods/importance.md#rules).
 
     `Composite("lrp-0")` uses one rule everywhere; `Composite(dense=Epsilon(0.01), conv=ZPlus())`
     mixes them. `maxpool` is "winner" (winner-take-all, the default, identical to Zennit) or

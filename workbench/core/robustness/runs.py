@@ -41,3 +41,17 @@ def load_run(project, name: str) -> dict:
     if "rows" not in how:
         raise WorkbenchError(f"Result {name!r} holds no run rows.", "Run the experiment again.")
     return how
+
+
+def latest_run(project, what: str, fingerprint: str, eps: float) -> dict | None:
+    """The newest stored run of `what` for these weights and ε, read back; None when there is none."""
+    entries = [(entry["provenance"].get("created", ""), name) for name, entry in project.artifacts(RUN_KIND).items()
+               if "problem" not in entry and entry["provenance"].get("what") == what
+               and entry["provenance"].get("model_fingerprint") == fingerprint
+               and entry["provenance"].get("params", {}).get("eps") == eps]
+    for _, name in sorted(entries, reverse=True):
+        try:
+            return {"name": name, **load_run(project, name)}
+        except WorkbenchError:
+            continue
+    return None

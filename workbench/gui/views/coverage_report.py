@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from workbench.gui.coverage_choices import CRITERION_HELP, CRITERION_TITLES, coverage_text
+from workbench.gui.coverage_choices import coverage_text, criterion_help, criterion_titles
 from workbench.gui.coverage_runs import CANCELLED, DONE, FAILED, RUNNING, CoverageRequest, SetRun
 from workbench.gui.views.view_inputs import error_text
 from workbench.gui.widgets.growth_plot import Curve
@@ -22,7 +22,7 @@ def cell_text(run: SetRun | None, name: str) -> tuple[str, str, str]:
     result, error = run.result(name), run.criterion_error(name)
     if run.state == DONE and result is not None:
         how = "stored result, reused" if result.reused else "measured now"
-        tip = f"{CRITERION_HELP.get(name, name)}\n{result.value} of {run.choice.title} ({how})"
+        tip = f"{criterion_help().get(name, name)}\n{result.value} of {run.choice.title} ({how})"
         if result.warnings:
             tip += "\n\n⚠ " + "\n⚠ ".join(result.warnings)
         return coverage_text(result.value) + ("  ⚠" if result.warnings else ""), "done", tip
@@ -44,7 +44,8 @@ def summary_text(request: CoverageRequest, data, runs: list[SetRun]) -> str:
     parts = []
     if "idc" in request.criteria:
         parts.append(f"<b>IDC</b> on {request.layer} with its {request.m} most relevant neurons")
-    neuron = [CRITERION_TITLES[n] for n in request.criteria if n in NEURON_CRITERIA]
+    titles = criterion_titles()
+    neuron = [titles[n] for n in request.criteria if n in NEURON_CRITERIA]
     if neuron:
         parts.append(f"<b>{', '.join(neuron)}</b> on every conv, pooling and dense layer")
     if data is not None:

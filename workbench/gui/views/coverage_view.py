@@ -31,20 +31,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.core.coverage.registry import criterion_catalogue
 from workbench.core.errors import WorkbenchError
-from workbench.gui.coverage_choices import (
-    CRITERIA,
-    CRITERION_HELP,
-    CRITERION_TITLES,
-    DEFAULT_CRITERIA,
-    default_sets,
-    set_color,
-    test_set_choices,
-)
+from workbench.gui.coverage_choices import criterion_titles, default_sets, set_color, test_set_choices
 from workbench.gui.coverage_runs import DONE, RUNNING, CoverageRequest, CoverageRuns
 from workbench.gui.errors import report_error
 from workbench.gui.selection import Selection
 from workbench.gui.session import Session
+from workbench.gui.views.analysis_view import AnalysisView
 from workbench.gui.views.coverage_matrices import (
     MAX_DRAWN_CELLS,
     IdcPanel,
@@ -54,7 +48,7 @@ from workbench.gui.views.coverage_matrices import (
 )
 from workbench.gui.views.coverage_report import cell_text, growth_curves, summary_text
 from workbench.gui.views.model_view import section_label
-from workbench.gui.views.view_inputs import error_text, fill_layers, initial_layer, ready_inputs
+from workbench.gui.views.view_inputs import error_text
 from workbench.gui.widgets.cell_inputs import CellInputs
 from workbench.gui.widgets.coverage_table import CoverageTable
 from workbench.gui.widgets.empty_state import view_frame
@@ -67,30 +61,26 @@ M_DEBOUNCE_MS = 400  # a new m is measured once the spin box rests
 REDRAW_MS = 100  # running values arrive per batch; the table and plot follow at this pace
 
 
-class CoverageView(QWidget):
-    open_model_requested = Signal()
+class CoverageView(AnalysisView):
     inspect_requested = Signal()  # show the selected input in the Importance view's inspector
+    purpose = "its coverage is measured here"
+    no_dataset_title = "No dataset to measure coverage on"
+    layer_verb = "measure"
+    layer_picker_name = "coverageLayerPicker"
+    layer_tip = "The layer IDC measures (the neuron criteria measure every layer)"
+    layer_width = 210
 
     def __init__(self, session: Session, selection: Selection, parent: QWidget | None = None):
-        super().__init__(parent)
+        super().__init__(session, selection, parent)
         self.setObjectName("coverageView")
-        self.session, self.selection = session, selection
         self.runs = CoverageRuns(session, self)
-        self.criteria = list(DEFAULT_CRITERIA)
+        self.criteria = [info.name for info in criterion_catalogue() if info.default]
         self.set_keys: list[str] | None = None  # the chosen sets; None until the defaults are known
         self.choices = []
         self.cell: tuple[str, int, int] | None = None  # (matrix, row, column) whose inputs are listed
-        self._catalogue_of: tuple | None = None
-        self._layers: list[str] = []
         self._table_layout: tuple | None = None
         self._painted: dict[str, tuple] = {}  # what each matrix shows, so partial updates leave it alone
 
-        self.layer_box = QComboBox()
-        self.layer_box.setObjectName("coverageLayerPicker")
-        self.layer_box.setMinimumWidth(210)
-        self.layer_box.setToolTip("The layer IDC measures (the neuron criteria measure every layer)")
-        self.layer_box.activated.connect(lambda i: 0 <= i < len(self._layers) and
-                                         self.selection.set_layer(self._layers[i]))
         self.m_box = QSpinBox()
         self.m_box.setObjectName("coverageMBox")
         self.m_box.setRange(1, MAX_M)
@@ -104,12 +94,8 @@ class CoverageView(QWidget):
         self.criteria_button = self._menu_button("Criteria", "Which coverage criteria to measure")
         self.criteria_menu = self.criteria_button.menu()
         self.criterion_actions = {}
-        for name, title, _, _ in CRITERIA:
-            action = self.criteria_menu.addAction(f"{title} — {CRITERION_HELP[name]}")
-            action.setCheckable(True)
-            action.setChecked(name in self.criteria)
-            action.toggled.connect(lambda on, name=name: self._toggle_criterion(name, on))
-            self.criterion_actions[name] = action
+        self._fill_criteria_menu()
+        session.ready.connect(self._fill_criteria_menu)  # plugins' criteria are known once they loaded
         self.sets_button = self._menu_button("Test sets", "Which test sets to measure and compare")
         self.sets_button.setObjectName("testSetsButton")
         self.sets_menu = self.sets_button.menu()
@@ -209,11 +195,6 @@ class CoverageView(QWidget):
         self._redraw.timeout.connect(self._show_all)
         self.runs.changed.connect(self._on_run_changed)
         self.runs.sections_ready.connect(lambda _: self._show_cell())
-        selection.changed.connect(self._on_selection)
-        for signal in (session.model_loaded, session.model_failed, session.dataset_loaded, session.dataset_failed):
-            signal.connect(lambda _: self.refresh())
-        session.ready.connect(self.refresh)
-        session.project_changed.connect(self.refresh)
         session.evaluation_ready.connect(lambda _: self.cell is not None and self._show_cell())
         self.refresh()
 
@@ -241,30 +222,12 @@ class CoverageView(QWidget):
 
     # --- following the selection -------------------------------------------------------------------
 
-    def showEvent(self, event) -> None:
-        super().showEvent(event)
-        self.refresh()
+    def show_neuron(self) -> None:
+        self._show_neuron()
 
-    def _on_selection(self, what: str) -> None:
-        if what == "neuron":
-            self._show_neuron()
-        elif what != "input":
-            self.refresh()
-
-    def refresh(self) -> None:
-        """Measure what the controls ask for, if it is not there yet; nothing starts while hidden."""
-        if not self.isVisible():
-            return
-        bundle, data = self._ready_inputs()
-        if bundle is None:
-            return
-        if not self._fill_layers(bundle):
-            return
+    def show_inputs(self, bundle, data) -> None:
+        """Measure what the controls ask for, if it is not there yet."""
         layer = self.selection.layer
-        if layer not in self._layers:
-            self.selection.set_layer(initial_layer(bundle.catalogue))  # comes back here through `changed`
-            return
-        self.stack.show_content()
         spec = self.selection.dataset
         self.choices = test_set_choices(self.session.project, spec, {s: len(v) for s, v in data.splits.items()})
         keys = [c.key for c in self.choices]
@@ -272,7 +235,7 @@ class CoverageView(QWidget):
             self.set_keys = default_sets(self.choices)
         self.set_keys = [k for k in self.set_keys if k in keys]
         chosen = [next(c for c in self.choices if c.key == k) for k in self.set_keys]
-        criteria = tuple(name for name, _, _, _ in CRITERIA if name in self.criteria)
+        criteria = tuple(info.name for info in criterion_catalogue() if info.name in self.criteria)
         request = CoverageRequest(self.selection.model, bundle.fingerprint, spec, layer, self.m_box.value(), criteria)
         if request != self.runs.current:
             self._forget_cell()
@@ -281,14 +244,18 @@ class CoverageView(QWidget):
         self.runs.request(request, chosen)
         self._show_all()
 
-    def _ready_inputs(self):
-        return ready_inputs(self.session, self.selection, self.stack, self.open_model_requested.emit,
-                            "its coverage is measured here", "No dataset to measure coverage on")
-
-    def _fill_layers(self, bundle) -> bool:
-        return fill_layers(self, bundle, "measure")
-
     # --- choosing criteria and sets ----------------------------------------------------------------
+
+    def _fill_criteria_menu(self) -> None:
+        """One checkable entry per criterion of the registry, built-ins first, then plugins'."""
+        self.criteria_menu.clear()
+        self.criterion_actions = {}
+        for info in criterion_catalogue():
+            action = self.criteria_menu.addAction(f"{info.title} — {info.help}")
+            action.setCheckable(True)
+            action.setChecked(info.name in self.criteria)
+            action.toggled.connect(lambda on, name=info.name: self._toggle_criterion(name, on))
+            self.criterion_actions[info.name] = action
 
     def _toggle_criterion(self, name: str, on: bool) -> None:
         chosen = [n for n in self.criteria if n != name] + ([name] if on else [])
@@ -399,7 +366,7 @@ class CoverageView(QWidget):
         name = self.growth_criterion()
         if name is None:
             return
-        title = CRITERION_TITLES.get(name, name)
+        title = criterion_titles().get(name, name)
         self.growth_title.setText(f"Growth of {title} with the number of inputs")
         runs = [(self.runs.runs[k], self.color_of(k)) for k in self.set_keys or [] if k in self.runs.runs]
         self.growth.set_curves(title, *growth_curves(name, runs))
@@ -427,7 +394,7 @@ class CoverageView(QWidget):
     def _show_matrix(self, which: str, panel) -> None:
         a_key, b_key = self.matrix_sets()
         run_a = self.runs.runs.get(a_key) if a_key else None
-        title = CRITERION_TITLES[which]
+        title = criterion_titles()[which]
         if which not in self.runs.current.criteria:
             self._painted.pop(which, None)
             panel.show_message(f"{title} is not measured", f"Choose {title} among the criteria to see its matrix.",
@@ -460,7 +427,7 @@ class CoverageView(QWidget):
             panel.matrix.select_cell(self.cell[1], self.cell[2])
 
     def _show_matrix_pending(self, which: str, panel, run) -> None:
-        title = CRITERION_TITLES[which]
+        title = criterion_titles()[which]
         if run is None:
             panel.show_message(f"No {title} matrix yet", "Choose a test set to measure.")
             return
@@ -569,18 +536,19 @@ class CoverageView(QWidget):
         """What the cell panel lists of one set: split indices of the inputs, their predictions."""
         choice, session = run.choice, self.session
         indices = np.asarray(positions, dtype=np.int64)
+        name = choice.stored or choice.split  # a stored set is browsed by its name, like a split
         if run.test_indices is not None:
             indices = run.test_indices[indices]
-        split = session.datasets[choice.dataset].split(choice.split)
-        evaluation = session.evaluation(self.selection.model, choice.dataset, choice.split)
+        split = run.test_split if choice.stored else session.datasets[choice.dataset].split(choice.split)
+        evaluation = session.evaluation(self.selection.model, choice.dataset, name)
         predictions = None
         if evaluation is not None:
             predictions = np.asarray(evaluation["predictions"])[indices]
         elif (not session.compatibility_problem(self.selection.model, choice.dataset)
-              and (self.selection.model, choice.dataset, choice.split) not in session.evaluation_errors):
-            session.evaluate(self.selection.model, choice.dataset, choice.split)  # the labels follow when it is done
+              and (self.selection.model, choice.dataset, name) not in session.evaluation_errors):
+            session.evaluate(self.selection.model, choice.dataset, name)  # the labels follow when it is done
         linked = choice.dataset == self.selection.dataset
-        return matrix_set.key, matrix_set.title, choice.split, split, indices, predictions, linked
+        return matrix_set.key, matrix_set.title, name, split, indices, predictions, linked
 
     def _on_input_chosen(self, split: str, index: int) -> None:
         self.selection.set_input(split, index)

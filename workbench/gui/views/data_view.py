@@ -159,6 +159,7 @@ class DataView(QWidget):
         selection.changed.connect(self._on_selection)
         session.dataset_loaded.connect(lambda spec: spec == selection.dataset and self.refresh())
         session.dataset_failed.connect(lambda spec: spec == selection.dataset and self.refresh())
+        session.testset_loaded.connect(lambda key: tuple(key) == (selection.dataset, selection.split) and self.refresh())
         session.evaluation_ready.connect(self._on_evaluation)
         session.evaluation_failed.connect(self._on_evaluation)
         session.model_loaded.connect(lambda name: name == selection.model and self._update_predictions())
@@ -193,18 +194,31 @@ class DataView(QWidget):
                 self.session.load_dataset(spec)
             self.stack.setCurrentWidget(self.empty)
             return
-        self._show_dataset(self.session.datasets[spec])
+        dataset = self.session.datasets[spec]
+        splits = [s for s in dataset.splits if len(dataset.splits[s])]
+        stored = [info.name for info in self.session.stored_testsets(spec)]
+        split = self.selection.split if self.selection.split in splits + stored else splits[0]
+        data = self.session.inputs(spec, split)
+        if data is None:  # a stored test set, being read (or unreadable)
+            error = self.session.testset_errors.get((spec, split))
+            if error is not None:
+                self.empty.show_message(f"Test set {split} could not be read",
+                                        f"{getattr(error, 'message', error)}\n{getattr(error, 'hint', '')}".strip())
+            else:
+                self.empty.show_message(f"Reading test set {split}…", "Its images appear as soon as it is read.",
+                                        busy=True)
+            self.stack.setCurrentWidget(self.empty)
+            return
+        self._show_dataset(dataset, split, data)
         self.stack.setCurrentIndex(1)
 
-    def _show_dataset(self, dataset) -> None:
-        splits = [s for s in dataset.splits if len(dataset.splits[s])]
-        split = self.selection.split if self.selection.split in splits else splits[0]
+    def _show_dataset(self, dataset, split: str, data) -> None:
+        """Show `data` (a split of `dataset`, or a stored test set labelled with its classes)."""
         if dataset is self.dataset and split == self.shown_split:
             self._update_predictions()
             return
         new_dataset = dataset is not self.dataset
         self.dataset, self.shown_split = dataset, split
-        data = dataset.splits[split]
         self._fill_class_box(dataset, data, keep=not new_dataset)
         self.grid.thumbnails.set_split(data, dataset.class_names, self._predictions())
         if new_dataset:

@@ -12,10 +12,9 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
     QCheckBox,
-    QComboBox,
     QFileDialog,
     QHBoxLayout,
     QLabel,
@@ -29,19 +28,17 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.core.ablation import ablation_check
 from workbench.core.errors import WorkbenchError
-from workbench.gui import tasks
+from workbench.core.gallery import explain, neuron_gallery
 from workbench.gui.errors import report_error
-from workbench.gui.jobs import Job
+from workbench.gui.jobs import INTERACTIVE, Job
+from workbench.gui.keyed_jobs import KeyedJobs
 from workbench.gui.selection import Selection
 from workbench.gui.session import Session
+from workbench.gui.views.analysis_view import AnalysisView
 from workbench.gui.views.model_view import section_label
-from workbench.gui.views.view_inputs import (
-    error_text,
-    fill_layers,
-    initial_layer,
-    ready_inputs,
-)
+from workbench.gui.views.view_inputs import error_text
 from workbench.gui.widgets.ablation_panel import AblationPanel
 from workbench.gui.widgets.empty_state import MessageOrContent, view_frame
 from workbench.gui.widgets.export import export_csv, export_png
@@ -77,77 +74,23 @@ def rule_text(rule) -> str:
     return ", ".join(f"{part} {text}" for part, text in texts.items()) or rule.get("name", "LRP")
 
 
-class PanelJobs:
-    """The newest job of each panel: asking for something else cancels what the panel no longer needs.
-
-    Results are cached by key, so going back to a neuron or an image shows it at once.
-    """
-
-    def __init__(self, session: Session):
-        self.session = session
-        self.current: dict[str, tuple[tuple, Job]] = {}
-        self.results: dict[str, dict[tuple, object]] = {}
-        self.errors: dict[str, dict[tuple, tuple[BaseException, str]]] = {}
-
-    def result(self, panel: str, key: tuple):
-        return self.results.get(panel, {}).get(key)
-
-    def error(self, panel: str, key: tuple):
-        return self.errors.get(panel, {}).get(key)
-
-    def running(self, panel: str, key: tuple) -> bool:
-        current = self.current.get(panel)
-        return current is not None and current[0] == key and current[1].record.active
-
-    def run(self, panel: str, key: tuple, name: str, fn: Callable, *args, done: Callable[[tuple], None]) -> Job:
-        """Submit `fn(ctx, *args)` for `key` unless it runs already; `done(key)` runs when it ends."""
-        current = self.current.get(panel)
-        if current is not None and current[0] == key and current[1].record.active:
-            return current[1]
-        if current is not None and current[1].record.active:
-            current[1].cancel()
-        self.errors.setdefault(panel, {}).pop(key, None)
-        job = self.session.runner.submit(name, fn, *args, report_errors=False)
-        self.current[panel] = (key, job)
-
-        def finished(result) -> None:
-            self.results.setdefault(panel, {})[key] = result
-            done(key)
-
-        def failed(exc: BaseException) -> None:
-            self.errors.setdefault(panel, {})[key] = (exc, job.record.details)
-            done(key)
-
-        job.finished.connect(finished)
-        job.failed.connect(failed)
-        job.cancelled.connect(lambda: done(key))
-        return job
-
-    def cancel_all(self) -> None:
-        for _, job in self.current.values():
-            job.cancel()
-
-
-class ImportanceView(QWidget):
-    open_model_requested = Signal()
+class ImportanceView(AnalysisView):
+    purpose = "its neurons are ranked here"
+    no_dataset_title = "No dataset to rank neurons on"
+    layer_verb = "rank"
+    layer_picker_name = "layerPicker"
+    layer_tip = "The layer whose neurons are ranked (the catalogue of the selected model)"
+    layer_width = 230
 
     def __init__(self, session: Session, selection: Selection, parent: QWidget | None = None):
-        super().__init__(parent)
+        super().__init__(session, selection, parent)
         self.setObjectName("importanceView")
-        self.session, self.selection = session, selection
-        self.jobs = PanelJobs(session)
+        self.jobs = KeyedJobs(session.runner, self)  # keys: (panel, key); a panel's newer key supersedes
+        self.jobs.ended.connect(self._on_panel_job_ended)
         self.result = None  # the ImportanceResult on screen
         self.shown_key: tuple | None = None
         self.partial = None  # (key, running totals) while the relevance is summed
-        self._catalogue_of: tuple | None = None
-        self._layers: list[str] = []
 
-        self.layer_box = QComboBox()
-        self.layer_box.setObjectName("layerPicker")
-        self.layer_box.setMinimumWidth(230)
-        self.layer_box.setToolTip("The layer whose neurons are ranked (the catalogue of the selected model)")
-        self.layer_box.activated.connect(lambda i: 0 <= i < len(self._layers) and
-                                         self.selection.set_layer(self._layers[i]))
         self.m_box = QSpinBox()
         self.m_box.setObjectName("topMBox")
         self.m_box.setRange(1, DEFAULT_M)
@@ -245,14 +188,11 @@ class ImportanceView(QWidget):
         self.m_timer.setInterval(M_DEBOUNCE_MS)
         self.m_timer.timeout.connect(self._request_ablation)
 
-        selection.changed.connect(self._on_selection)
-        for signal in (session.model_loaded, session.model_failed, session.dataset_loaded, session.dataset_failed):
-            signal.connect(lambda _: self.refresh())
-        session.ready.connect(self.refresh)
-        session.project_changed.connect(self.refresh)
         session.importance_progress.connect(self._on_progress)
         session.importance_ready.connect(lambda key: key == self.key() and self.refresh())
         session.importance_failed.connect(lambda key: key == self.key() and self.refresh())
+        session.testset_loaded.connect(lambda key: self.selection.input is not None and tuple(key) == (
+            self.selection.dataset, self.selection.input[0]) and self._request_explanation())
         self.refresh()
 
     @staticmethod
@@ -270,34 +210,18 @@ class ImportanceView(QWidget):
     def key(self) -> tuple:
         return self.selection.model, self.selection.dataset, self.selection.layer
 
-    def showEvent(self, event) -> None:
-        super().showEvent(event)
-        self.refresh()
+    def show_neuron(self) -> None:
+        self._show_neuron()
 
-    def _on_selection(self, what: str) -> None:
-        if what == "neuron":
-            self._show_neuron()
-        elif what == "input":
-            self._request_explanation()
-        else:
-            self.refresh()
+    def show_input(self) -> None:
+        self._request_explanation()
 
-    def refresh(self) -> None:
-        """Show what the selection asks for, starting what is missing; nothing runs while hidden."""
-        if not self.isVisible():
-            return
-        bundle, data = self._ready_inputs()
-        if bundle is None:
-            return
-        if not self._fill_layers(bundle):
-            return
-        layer = self.selection.layer
-        if layer not in self._layers:
-            self.selection.set_layer(initial_layer(bundle.catalogue))  # comes back here through `changed`
-            return
-        self.stack.show_content()
-        self.inspector.set_splits({s: len(data.splits[s]) for s in ("test", "train") if s in data.splits
-                                   and len(data.splits[s])})
+    def show_inputs(self, bundle, data) -> None:
+        """The relevance of the selected layer (computed when missing) and the inspected input."""
+        sizes = {s: len(data.splits[s]) for s in ("test", "train") if s in data.splits and len(data.splits[s])}
+        sizes.update({info.name: info.size for info in self.session.stored_testsets(self.selection.dataset)
+                      if info.size})  # any stored test set's inputs can be inspected too
+        self.inspector.set_splits(sizes)
         if self.selection.input is None and self.inspector.splits:
             split = next(iter(self.inspector.splits))
             self.selection.set_input(split, 0)  # comes back through `changed` and explains it
@@ -312,13 +236,6 @@ class ImportanceView(QWidget):
             return
         self.result = None
         self._show_pending(key)
-
-    def _ready_inputs(self):
-        return ready_inputs(self.session, self.selection, self.stack, self.open_model_requested.emit,
-                            "its neurons are ranked here", "No dataset to rank neurons on")
-
-    def _fill_layers(self, bundle) -> bool:
-        return fill_layers(self, bundle, "rank")
 
     # --- the relevance -----------------------------------------------------------------------------
 
@@ -466,20 +383,21 @@ class ImportanceView(QWidget):
             return
         model, _, spec, layer, neuron = key
         self.gallery.title.setText(f"Neuron {neuron} of {layer}")
-        if self.jobs.result("gallery", key) is not None:
+        if self.jobs.result(("gallery", key)) is not None:
             self._show_gallery(key)
             return
-        if self.jobs.error("gallery", key) is None:
-            self.jobs.run("gallery", key, f"Gallery of neuron {neuron} of {layer} in {model}", tasks.neuron_gallery,
-                          self.session.models[model].model, self.session.datasets[spec], layer, neuron, GALLERY_SIZE,
-                          GALLERY_SAMPLE, done=self._show_gallery)
+        if self.jobs.error(("gallery", key)) is None:
+            self.jobs.run(("gallery", key), f"Gallery of neuron {neuron} of {layer} in {model}", neuron_gallery,
+                          self.session.models[model].model, self.session.datasets[spec], layer, neuron, k=GALLERY_SIZE,
+                          split="train", max_inputs=GALLERY_SAMPLE, group="gallery", lane=INTERACTIVE,
+                          view="importance")
         self._show_gallery(key)
 
     def _show_gallery(self, key: tuple) -> None:
         if key != self.gallery_key():
             return
-        gallery = self.jobs.result("gallery", key)
-        error = self.jobs.error("gallery", key)
+        gallery = self.jobs.result(("gallery", key))
+        error = self.jobs.error(("gallery", key))
         neuron = key[-1]
         if gallery is not None:
             data = self.session.datasets[key[2]]
@@ -491,12 +409,12 @@ class ImportanceView(QWidget):
                                    self._tiles(gallery.by_activation, split, names), note)
             self.gallery.set_opacity(self.opacity.value() / 100)
         elif error is not None:
-            exc, details = error
-            actions = [("Try again", lambda: (self.jobs.errors["gallery"].pop(key, None), self._request_gallery()))]
+            exc, details = error, self.jobs.details.get(("gallery", key), "")
+            actions = [("Try again", lambda: (self.jobs.errors.pop(("gallery", key), None), self._request_gallery()))]
             if details:
                 actions.append(("Details…", lambda: report_error(self, exc, details, title="Gallery failed")))
             self.gallery.stack.show_message(f"No gallery for neuron {neuron}", error_text(exc), actions)
-        elif self.jobs.running("gallery", key):
+        elif self.jobs.running(("gallery", key)):
             self.gallery.stack.show_message(f"Finding the images of neuron {neuron}…",
                                             "The training images that make it most relevant and most active.",
                                             busy=True)
@@ -538,42 +456,49 @@ class ImportanceView(QWidget):
             return
         model, _, spec, layer, split, index, neuron = key
         data = self.session.datasets[spec]
-        if split not in data.splits or not 0 <= index < len(data.splits[split]):
+        inputs = self.session.inputs(spec, split)
+        if inputs is None:  # a stored test set being read; `testset_loaded` comes back here
+            error = self.session.testset_errors.get((spec, split))
+            self.inspector.stack.show_message(f"Test set {split} could not be read" if error else
+                                              f"Reading test set {split}…", error_text(error) if error else "",
+                                              busy=error is None)
+            return
+        if not 0 <= index < len(inputs):
             self.inspector.stack.show_message(f"There is no {split} image #{index:,}",
-                                              f"Choose an index below {len(data.splits.get(split, [])):,}.")
+                                              f"Choose an index below {len(inputs):,}.")
             return
         self.inspector.show_choice(split, index)
         if self.inspector.mode() == "neuron" and neuron is None:
             self.inspector.stack.show_message("No neuron selected", "Click a neuron in the heatmap or the bars.")
             return
-        if self.jobs.result("explanation", key) is None and self.jobs.error("explanation", key) is None:
+        if self.jobs.result(("explanation", key)) is None and self.jobs.error(("explanation", key)) is None:
             what = f" for neuron {neuron}" if neuron is not None else ""
-            self.jobs.run("explanation", key, f"Explain {split} image #{index:,} at {layer}{what}", tasks.explain_input,
-                          self.session.models[model].model, data, split, index, layer, neuron,
-                          done=self._show_explanation)
+            self.jobs.run(("explanation", key), f"Explain {split} image #{index:,} at {layer}{what}", explain,
+                          self.session.models[model].model, data, split if split in data.splits else inputs, index,
+                          layer, neuron, group="explanation", lane=INTERACTIVE, view="importance")
         self._show_explanation(key)
 
     def _show_explanation(self, key: tuple) -> None:
         if key != self.explanation_key():
             return
         _, _, spec, layer, split, index, neuron = key
-        explanation = self.jobs.result("explanation", key)
-        error = self.jobs.error("explanation", key)
+        explanation = self.jobs.result(("explanation", key))
+        error = self.jobs.error(("explanation", key))
         if explanation is not None:
             data = self.session.datasets[spec]
-            pixels = data.split(split).thumbnails(np.array([index]))[0]
+            pixels = self.session.inputs(spec, split).thumbnails(np.array([index]))[0]
             what = (f"Heatmap: relevance that flows through neuron {neuron} of {layer}." if neuron is not None
                     else "Heatmap: relevance for the predicted class.")
             self.inspector.show_explanation(explanation, pixels, split, list(data.class_names),
                                             self.heatmap.top_columns, self.selection.neuron, what)
             self.inspector.set_opacity(self.opacity.value() / 100)
         elif error is not None:
-            exc, details = error
+            exc, details = error, self.jobs.details.get(("explanation", key), "")
             actions = [("Details…", lambda: report_error(self, exc, details, title="Explanation failed"))] \
                 if details else []
             self.inspector.stack.show_message(f"{split.capitalize()} image #{index:,} could not be explained",
                                               error_text(exc), actions)
-        elif self.jobs.running("explanation", key):
+        elif self.jobs.running(("explanation", key)):
             if self.inspector.explanation is None:
                 self.inspector.stack.show_message(f"Explaining {split} image #{index:,}…", busy=True)
         else:
@@ -596,33 +521,31 @@ class ImportanceView(QWidget):
         if key is None:
             return
         model, _, spec, layer, top = key
-        if self.jobs.result("ablation", key) is None and self.jobs.error("ablation", key) is None:
-            snapshot = tasks.ProjectSnapshot(self.session.project)
-            self.jobs.run("ablation", key, f"Ablation check of the top {len(top)} neurons of {layer} in {model}",
-                          tasks.ablation_check, self.session.models[model].model, self.session.datasets[spec], layer,
-                          list(top), snapshot, ABLATION_DRAWS, done=self._on_ablation_done)
+        if self.jobs.result(("ablation", key)) is None and self.jobs.error(("ablation", key)) is None:
+            self.jobs.run(("ablation", key), f"Ablation check of the top {len(top)} neurons of {layer} in {model}",
+                          ablation_check, self.session.models[model].model, self.session.datasets[spec], layer,
+                          [int(n) for n in top], draws=ABLATION_DRAWS, split="test", group="ablation",
+                          lane=INTERACTIVE, project=self.session.project, view="importance")
         self._show_ablation(key)
 
-    def _on_ablation_done(self, key: tuple) -> None:
-        run = self.jobs.result("ablation", key)
-        if run is not None and run.saves:
-            self.session.store(run)
-            run.saves = []
-        self._show_ablation(key)
+    def _on_panel_job_ended(self, panel_key: tuple) -> None:
+        panel, key = panel_key
+        {"gallery": self._show_gallery, "explanation": self._show_explanation,
+         "ablation": self._show_ablation}[panel](key)
 
     def _show_ablation(self, key: tuple) -> None:
         if key != self.ablation_key():
             return
-        run, error = self.jobs.result("ablation", key), self.jobs.error("ablation", key)
+        result, error = self.jobs.result(("ablation", key)), self.jobs.error(("ablation", key))
         m = len(key[-1])
-        if run is not None:
-            self.ablation.show_result(run.result, key[3])
+        if result is not None:
+            self.ablation.show_result(result, key[3])
         elif error is not None:
-            exc, details = error
+            exc, details = error, self.jobs.details.get(("ablation", key), "")
             actions = [("Details…", lambda: report_error(self, exc, details, title="Ablation check failed"))] \
                 if details else []
             self.ablation.show_message("The ablation check failed", error_text(exc), actions)
-        elif self.jobs.running("ablation", key):
+        elif self.jobs.running(("ablation", key)):
             self.ablation.show_message(f"Switching off the top {m} neurons and {ABLATION_DRAWS} random sets of {m}…",
                                        "Test accuracy with each set switched off.", busy=True)
         else:

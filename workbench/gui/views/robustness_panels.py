@@ -59,7 +59,7 @@ class _JobPanel(QWidget):
 
     def __init__(self, start_text: str, start_tip: str, parent: QWidget | None = None):
         super().__init__(parent)
-        self.start_text = start_text
+        self.start_text, self.start_tip = start_text, start_tip
         self.running = False
         self.controls = QHBoxLayout()
         self.button = QPushButton(start_text)
@@ -81,8 +81,26 @@ class _JobPanel(QWidget):
         self.button.setText("Cancel" if running else self.start_text)
 
 
+QUICK_GRID = {"strategies": list(COMPARED), "budgets": ["1%", "4%"], "seeds": [0], "epochs": 2}
+
+
+def duration_text(seconds: float | None) -> str:
+    """'about 40 s', 'about 3 min'."""
+    if seconds is None:
+        return "unknown time"
+    if seconds < 90:
+        return f"about {max(5, round(seconds / 5) * 5):.0f} s"
+    return f"about {seconds / 60:.0f} min"
+
+
 class RetrainPanel(_JobPanel):
-    """Strategies × budgets × seeds: fine-tune from the original weights, one curve per strategy."""
+    """Strategies × budgets × seeds: fine-tune from the original weights, one curve per strategy.
+
+    Nothing starts by itself. The quick comparison (the RobOT strategies at 1 and 4 %, one seed, two
+    epochs) has its own button, which says about how long it takes on this machine."""
+
+    grid_changed = Signal()  # strategies, budgets, seeds or epochs changed: the estimate is stale
+    quick_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__("Retrain", "Fine-tune the original model with each strategy's pick at each budget "
@@ -96,6 +114,7 @@ class RetrainPanel(_JobPanel):
             action = menu.addAction(STRATEGY_TITLES[name])
             action.setCheckable(True)
             action.setChecked(name in COMPARED)
+            action.toggled.connect(lambda _: self.grid_changed.emit())
             self.strategy_actions[name] = action
         self.strategies_button.setMenu(menu)
         self.strategies_button.setToolTip("The selection strategies to compare")
@@ -104,16 +123,27 @@ class RetrainPanel(_JobPanel):
         self.budgets_edit.setMaximumWidth(110)
         self.seeds_box = _spin(1, 10, 1)
         self.epochs_box = _spin(1, 100, 2)
+        for box in (self.seeds_box, self.epochs_box):
+            box.valueChanged.connect(lambda _: self.grid_changed.emit())
+        self.budgets_edit.textChanged.connect(lambda _: self.grid_changed.emit())
         self.paper_box = QCheckBox("Paper mode")
         self.paper_box.setToolTip("Keep the epoch with the best accuracy on fp_test, as the RobOT code did: model "
                                   "selection on test data, so the results are labelled optimistic")
         self.controls.addWidget(self.strategies_button)
         self.controls.addSpacing(6)
         _labelled(self.controls, "Budgets %", self.budgets_edit,
-                  "Budgets as % of the selectable pool, separated by commas (the spec's grid: 0.5 … 10)")
+                  "Budgets as % of the selectable pool, separated by commas (the default grid: 0.5 … 10)")
         _labelled(self.controls, "Seeds", self.seeds_box, "Runs per strategy and budget (mean ± sd over them)")
         _labelled(self.controls, "Epochs", self.epochs_box, "Fine-tuning epochs (the robot-mnist preset: 10)")
         self.controls.addWidget(self.paper_box)
+        self.quick_button = QPushButton("Quick comparison")
+        self.quick_button.setObjectName("quickComparison")
+        self.quick_button.setToolTip("BE-ST, KM-ST, DeepGini and random at 1 and 4 % of the pool, one seed, two "
+                                     "epochs: a first look at which selection buys robustness")
+        self.quick_button.setEnabled(False)
+        self._quick: float | None = None  # the quick comparison's estimated seconds, once known
+        self.quick_button.clicked.connect(self.quick_requested.emit)
+        self.controls.addWidget(self.quick_button)
         self.finish_controls()
         self.curves = RobustnessCurves()
         self.curves.setObjectName("retrainCurves")
@@ -123,6 +153,19 @@ class RetrainPanel(_JobPanel):
 
     def strategies(self) -> list[str]:
         return [name for name, action in self.strategy_actions.items() if action.isChecked()]
+
+    def set_running(self, running: bool) -> None:
+        super().set_running(running)
+        self.quick_button.setEnabled(not running and self._quick is not None)
+
+    def set_estimates(self, grid: float | None, quick: float | None) -> None:
+        """Say about how long the quick comparison (on its button) and the checked grid (in the Retrain
+        button's tooltip) take."""
+        self._quick = quick
+        self.quick_button.setText(f"Quick comparison ({duration_text(quick)})" if quick else "Quick comparison")
+        self.quick_button.setEnabled(quick is not None and not self.running)
+        self.button.setToolTip(self.start_tip + (f" — the checked grid takes {duration_text(grid)} on this machine"
+                                                 if grid else ""))
 
     def budgets(self) -> list[str]:
         """The budgets as "p%" strings; a bad entry raises a `WorkbenchError` naming it."""
@@ -162,9 +205,9 @@ class ConvergencePanel(_JobPanel):
         self.epochs_box = _spin(1, 50, 2)
         self.plateau_box = QCheckBox("Stop on FOL plateau")
         self.plateau_box.setToolTip("Stop when mean FOL changes by less than 5 % over 2 rounds (off in the original)")
-        _labelled(self.controls, "Rounds", self.rounds_box, "At most this many rounds (the spec's loop: 20)")
+        _labelled(self.controls, "Rounds", self.rounds_box, "At most this many rounds (the default loop: 20)")
         _labelled(self.controls, "Requirement", self.requirement_box, "Stop once static AE accuracy exceeds this")
-        _labelled(self.controls, "Epochs", self.epochs_box, "Fine-tuning epochs per round (the spec's loop: 5)")
+        _labelled(self.controls, "Epochs", self.epochs_box, "Fine-tuning epochs per round (the default loop: 5)")
         self.controls.addWidget(self.plateau_box)
         self.finish_controls()
         self.curves = RobustnessCurves()
@@ -190,7 +233,7 @@ class FuzzPanel(_JobPanel):
         _labelled(self.controls, "Time budget", self.time_box, "Wall-clock budget of the run (the workbench's: 300 s)")
         self.join_box = QCheckBox("Add to the pool")
         self.join_box.setChecked(True)
-        self.join_box.setToolTip("Score the tests like the attacks' candidates and make them selectable (§5.3); "
+        self.join_box.setToolTip("Score the tests like the attacks' candidates and make them selectable; "
                                  "outside the ε-ball their FOL∞ can be negative")
         self.controls.addWidget(self.project_box)
         self.controls.addWidget(self.join_box)

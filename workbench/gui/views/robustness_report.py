@@ -38,23 +38,6 @@ def selection_text(chosen, picked) -> str:
     return f"{strategy_title(chosen.strategy)} picked {len(chosen.indices):,} candidates ({attacks}); {span}"
 
 
-def latest_run(project, what: str, fingerprint: str, eps: float) -> dict | None:
-    """The newest stored run of `what` for these weights and ε, read back; None when there is none."""
-    from workbench.core.errors import WorkbenchError
-    from workbench.core.robustness.runs import RUN_KIND, load_run
-
-    entries = [(entry["provenance"].get("created", ""), name) for name, entry in project.artifacts(RUN_KIND).items()
-               if "problem" not in entry and entry["provenance"].get("what") == what
-               and entry["provenance"].get("model_fingerprint") == fingerprint
-               and entry["provenance"].get("params", {}).get("eps") == eps]
-    for _, name in sorted(entries, reverse=True):
-        try:
-            return {"name": name, **load_run(project, name)}
-        except WorkbenchError:
-            continue
-    return None
-
-
 def table_rows(rows: list[dict]) -> tuple[list[str], list[list]]:
     """Result rows as a CSV table: every scalar field, nested ones (per-attack accuracy) flattened."""
     flat = []

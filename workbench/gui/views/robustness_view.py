@@ -13,8 +13,8 @@ project are read back. Then:
 - **Selection**: a strategy and a budget pick candidates, shown as thumbnails with their FOL.
 - **Retraining** fine-tunes the original model with each checked strategy at each budget and
   plots static AE, adaptive and clean accuracy and mean FOL as runs finish (one colour per
-  strategy, mean ± sd over seeds). When the project has no comparison for these weights yet, a
-  quick one (two epochs, one seed) starts by itself, as the Coverage view measures its defaults.
+  strategy, mean ± sd over seeds). It starts only when asked: the Retrain button says about how
+  long the checked grid takes on this machine (from a timed training step).
 - **Convergence** runs the convergence loop (docs/methods/fuzzing-and-retraining.md#convergence-loop)
   and plots the same metrics per round.
 - **Fuzzing** runs the FOL-guided fuzzer with a live count and seed → test pairs.
@@ -43,12 +43,14 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.core.errors import WorkbenchError
-from workbench.gui import robustness_tasks as rt
+from workbench.core.robustness import study
 from workbench.gui.errors import report_error
+from workbench.gui.jobs import INTERACTIVE, LONG
+from workbench.gui.keyed_jobs import KeyedJobs
 from workbench.gui.selection import Selection
 from workbench.gui.session import Session
-from workbench.gui.tasks import ProjectSnapshot
 from workbench.gui.views.robustness_panels import (
+    QUICK_GRID,
     OFFERED,
     ConvergencePanel,
     FuzzPanel,
@@ -81,15 +83,9 @@ def dataset_eps(dataset) -> tuple[float, str]:
 
     name = dataset.recipe.get("name", dataset.name)
     try:
-        return default_eps(name), f"The default for {name} (spec/robustness.md §5.2)"
+        return default_eps(name), f"The workbench's default for {name} (docs/methods/fol-and-selection.md#attack-budgets-per-dataset)"
     except WorkbenchError:
         return FALLBACK_EPS, f"{name} has no default ε; {FALLBACK_EPS:g} is a common L∞ budget for images in [0, 1]"
-
-
-def is_robustness_result(result) -> bool:
-    """Whether a job's result is one this view shows (a set-up, retraining, convergence or fuzzing run)."""
-    return isinstance(result, (rt.RobustnessBase, rt.FuzzRun)) or \
-        type(result).__module__.startswith("workbench.core.robustness")
 
 
 class RobustnessView(QWidget):
@@ -99,9 +95,10 @@ class RobustnessView(QWidget):
         super().__init__(parent)
         self.setObjectName("robustnessView")
         self.session, self.selection = session, selection
-        self.base: rt.RobustnessBase | None = None
+        self.base: study.RobustnessBase | None = None
         self.base_key: tuple | None = None
-        self.jobs: dict[str, object] = {}  # "prepare", "select", "retrain", "converge", "fuzz" → the running job
+        # "prepare", "select", "retrain", "converge", "fuzz": one job each; a new one replaces the old
+        self.jobs = KeyedJobs(session.runner, self)
         self.picked = None  # the current selection's sub-pool
         self.fuzzed = None  # the last fuzzing result
         self.rows: list[dict] = []
@@ -118,7 +115,7 @@ class RobustnessView(QWidget):
         self.inputs_box = QComboBox()
         self.inputs_box.addItems(list(POOL_INPUTS))
         self.inputs_box.setToolTip("Training images attacked to build the candidate pool (a seeded subset is "
-                                   "quicker; the spec's pool uses all of them)")
+                                   "quicker; the RobOT protocol attacks all of them)")
         self.inputs_box.currentIndexChanged.connect(lambda _: self.refresh())
         self.strategy_box = QComboBox()
         self.strategy_box.setObjectName("strategyBox")
@@ -180,6 +177,8 @@ class RobustnessView(QWidget):
         self.stack = view_frame(self, controls, self.summary, split)
 
         self.retrain.start_requested.connect(self.start_retraining)
+        self.retrain.quick_requested.connect(self.start_quick_comparison)
+        self.retrain.grid_changed.connect(self.update_retraining_estimate)
         self.retrain.cancel_requested.connect(lambda: self._cancel("retrain"))
         self.converge.start_requested.connect(self.start_convergence)
         self.converge.cancel_requested.connect(lambda: self._cancel("converge"))
@@ -235,10 +234,10 @@ class RobustnessView(QWidget):
         self.strip.clear_candidates()
         self.summary.setText("")
         model, dataset, _, eps, inputs = key
-        job = self.session.runner.submit(
-            f"Robustness set-up of {model} on {self.session.dataset_title(dataset)} (ε = {eps:g})",
-            rt.prepare_robustness, bundle.model, data, eps, inputs, 0, ProjectSnapshot(self.session.project),
-            report_errors=False)
+        job = self.jobs.run(
+            "prepare", f"Robustness set-up of {model} on {self.session.dataset_title(dataset)} (ε = {eps:g})",
+            study.prepare_robustness, bundle.model, data, eps, inputs, 0, project=self.session.project, lane=LONG,
+            view="robustness", group="prepare", report_errors=False)
         self._track("prepare", job)
         job.finished.connect(lambda run, key=key: self._on_prepared(key, run))
         job.failed.connect(lambda exc, key=key: key == self.base_key and self.histogram.show_message(
@@ -250,18 +249,30 @@ class RobustnessView(QWidget):
         self.base_key = None
         self.refresh()
 
-    def _on_prepared(self, key: tuple, run) -> None:
-        self.session.store(run)
+    def _on_prepared(self, key: tuple, base) -> None:
         if key != self.base_key:
             return
-        self.base = run.result
+        self.base = base
         self.summary.setText(baseline_text(self.base.setup) +
                              (" Pools read back from the project." if self.base.reused else ""))
         self._draw_histograms()
         self._show_stored_runs()
         self.preview_selection()
-        if not self.rows and "retrain" not in self.jobs:
-            self.start_retraining(quick=True)
+        self.update_retraining_estimate()
+
+    def update_retraining_estimate(self) -> None:
+        """How long the checked grid and the quick comparison take (neither starts by itself)."""
+        grid = quick = None
+        if self.base is not None:
+            quick = study.retraining_seconds(self.base, **QUICK_GRID)
+            try:
+                strategies, budgets = self.retrain.strategies(), self.retrain.budgets()
+            except WorkbenchError:
+                strategies, budgets = [], []
+            if strategies and budgets:
+                grid = study.retraining_seconds(self.base, strategies, budgets, self.retrain.seeds(),
+                                                self.retrain.epochs_box.value())
+        self.retrain.set_estimates(grid, quick)
 
     def _draw_histograms(self) -> None:
         base = self.base
@@ -296,9 +307,9 @@ class RobustnessView(QWidget):
         strategy = self.strategy_box.currentData()
         budget = f"{self.budget_box.value():g}%"
         self._cancel("select")
-        job = self.session.runner.submit(f"Select {budget} with {strategy_title(strategy)}", rt.select_candidates,
-                                         self.base, strategy, budget, 0, uses_device=strategy == "coverage-greedy",
-                                         report_errors=False)
+        job = self.jobs.run("select", f"Select {budget} with {strategy_title(strategy)}", study.select_candidates,
+                            self.base, strategy, budget, 0, uses_device=strategy == "coverage-greedy",
+                            lane=INTERACTIVE, view="robustness", group="select", report_errors=False)
         self._track("select", job)
         base = self.base
         job.finished.connect(lambda result, base=base: base is self.base and self._show_selection(*result))
@@ -327,43 +338,49 @@ class RobustnessView(QWidget):
 
     # --- retraining ----------------------------------------------------------------------------------
 
-    def start_retraining(self, quick: bool = False) -> None:
-        if self.base is None or "retrain" in self.jobs:
+    def start_quick_comparison(self) -> None:
+        """The RobOT strategies at 1 and 4 %, one seed, two epochs, whatever the panel says."""
+        self.start_retraining(QUICK_GRID)
+
+    def start_retraining(self, grid: dict | None = None) -> None:
+        """Retrain with the panel's grid, or with `grid` (strategies, budgets, seeds, epochs)."""
+        if self.base is None or self.jobs.running("retrain"):
             return
         try:
-            strategies, budgets = self.retrain.strategies(), self.retrain.budgets()
+            strategies, budgets = (grid["strategies"], grid["budgets"]) if grid else \
+                (self.retrain.strategies(), self.retrain.budgets())
             if not strategies:
                 raise WorkbenchError("No strategy is checked.", "Check at least one strategy to retrain with.")
         except WorkbenchError as exc:
             report_error(self, exc, title="Cannot retrain")
             return
-        seeds, epochs = self.retrain.seeds(), self.retrain.epochs_box.value()
+        seeds, epochs = (grid["seeds"], grid["epochs"]) if grid else \
+            (self.retrain.seeds(), self.retrain.epochs_box.value())
         base = self.base
-        if self.retrain.paper_box.isChecked():  # a copy: the view's set-up keeps clean checkpointing
+        if self.retrain.paper_box.isChecked() and not grid:  # a copy: the view's set-up keeps clean checkpointing
             base = replace(base, setup=replace(base.setup, checkpoint_mode="paper"))
         name = f"retraining {base.model} eps={base.setup.eps:g} {time.strftime('%Y-%m-%d %H:%M:%S')}"
-        job = self.session.runner.submit(
+        job = self.jobs.run(
+            "retrain",
             f"Retrain {base.model}: {len(strategies)} strategies × {len(budgets)} budgets × {len(seeds)} seeds",
-            rt.retrain_strategies, base, strategies, budgets, seeds, epochs,
-            ProjectSnapshot(self.session.project), name, report_errors=False)
+            study.retrain_strategies, base, strategies, budgets, seeds, epochs, name, project=self.session.project,
+            lane=LONG, view="robustness", group="retrain", report_errors=False)
         self._track("retrain", job, self._retrain_ended)
         self.rows = []
         self.retrain.set_running(True)
-        note = "Quick comparison (2 epochs, one seed) — " if quick else ""
-        self.retrain.curves.show_message("Retraining…", f"{note}the first points appear when the first run ends.",
+        self.retrain.curves.show_message("Retraining…", "The first points appear when the first run ends.",
                                          busy=True)
         job.partial.connect(self._if_current("retrain", job, self._on_retrain_row))
-        job.progress.connect(lambda done, total, message: self.retrain.status.setText(f"{note}{message}"))
+        job.progress.connect(lambda done, total, message: self.retrain.status.setText(message))
 
     def _on_retrain_row(self, row: dict) -> None:
         if "strategy" in row:
             self.rows.append(row)
             self._draw_retraining(running=True)
 
-    def _retrain_ended(self, run, exc: BaseException | None) -> None:
+    def _retrain_ended(self, result, exc: BaseException | None) -> None:
         self.retrain.set_running(False)
-        if run is not None:
-            self.session.store(run)
+        self.update_retraining_estimate()
         self._draw_retraining(running=False, note="" if exc is None else f"Stopped: {error_text(exc)}")
         if exc is not None and not self.rows:
             self.retrain.curves.show_message("Retraining failed", error_text(exc))
@@ -387,14 +404,15 @@ class RobustnessView(QWidget):
     # --- convergence ---------------------------------------------------------------------------------
 
     def start_convergence(self) -> None:
-        if self.base is None or "converge" in self.jobs:
+        if self.base is None or self.jobs.running("converge"):
             return
         panel = self.converge
         name = f"convergence {self.base.model} eps={self.base.setup.eps:g} {time.strftime('%Y-%m-%d %H:%M:%S')}"
-        job = self.session.runner.submit(
-            f"Convergence rounds of {self.base.model}", rt.run_convergence, self.base, panel.rounds_box.value(),
+        job = self.jobs.run(
+            "converge",
+            f"Convergence rounds of {self.base.model}", study.run_convergence, self.base, panel.rounds_box.value(),
             panel.requirement_box.value() / 100.0, panel.epochs_box.value(), POOL_INPUTS[self.inputs_box.currentText()],
-            ProjectSnapshot(self.session.project), name, report_errors=False)
+            name, project=self.session.project, lane=LONG, view="robustness", group="converge", report_errors=False)
         self._track("converge", job, self._convergence_ended)
         self.rounds = []
         panel.set_running(True)
@@ -407,12 +425,11 @@ class RobustnessView(QWidget):
             self.rounds.append(row)
             self._draw_convergence(running=True)
 
-    def _convergence_ended(self, run, exc: BaseException | None) -> None:
+    def _convergence_ended(self, result, exc: BaseException | None) -> None:
         self.converge.set_running(False)
         note = ""
-        if run is not None:
-            self.session.store(run)
-            note = f"{run.result.stop_reason}; requirement {'met' if run.result.met else 'not met'}"
+        if result is not None:
+            note = f"{result.stop_reason}; requirement {'met' if result.met else 'not met'}"
         elif exc is not None:
             note = f"Stopped: {error_text(exc)}"
         self._draw_convergence(running=False, note=note)
@@ -428,15 +445,17 @@ class RobustnessView(QWidget):
     # --- fuzzing -------------------------------------------------------------------------------------
 
     def start_fuzzing(self) -> None:
-        if self.base is None or "fuzz" in self.jobs:
+        if self.base is None or self.jobs.running("fuzz"):
             return
         panel, data = self.fuzz, self.session.datasets[self.selection.dataset]
         bundle = self.session.models[self.selection.model]
         name = f"fuzzed {self.base.model} {time.strftime('%Y-%m-%d %H:%M:%S')}"
-        job = self.session.runner.submit(
-            f"Fuzz {self.base.model} from {panel.seeds_box.value()} seeds", rt.run_fuzzer, self.base, bundle.model,
+        job = self.jobs.run(
+            "fuzz",
+            f"Fuzz {self.base.model} from {panel.seeds_box.value()} seeds", study.run_fuzzer, self.base, bundle.model,
             data, panel.seeds_box.value(), float(panel.time_box.value()), panel.project_box.isChecked(),
-            panel.join_box.isChecked(), 0, ProjectSnapshot(self.session.project), name, report_errors=False)
+            panel.join_box.isChecked(), 0, name, project=self.session.project, lane=LONG, view="robustness",
+            group="fuzz", report_errors=False)
         self._track("fuzz", job, self._fuzz_ended)
         self._fuzzing_from = self.base
         panel.set_running(True)
@@ -451,14 +470,13 @@ class RobustnessView(QWidget):
         if run is None:
             panel.pairs.clear_pairs("Fuzzing stopped", error_text(exc) if exc else "The run was cancelled.")
             return
-        self.session.store(run)
-        result = self.fuzzed = run.result.tests
+        result = self.fuzzed = run.tests
         data = self.session.datasets[self.selection.dataset]
         seeds = data.split("train").numpy(result.seed_index)
         panel.pairs.set_pairs(seeds, result.images, result.predicted_seed_label, result.adversarial_label,
                               result.grad_l2, result.dist_l2, list(data.class_names))
         p = result.params
-        joined = run.result.joined
+        joined = run.joined
         if joined is not None and self.base is self._fuzzing_from:  # the set-up has not changed meanwhile
             self.base = joined
             self.summary.setText(baseline_text(joined.setup) + f" The pool holds {len(result):,} fuzzer tests too.")
@@ -472,24 +490,19 @@ class RobustnessView(QWidget):
     # --- jobs and export -------------------------------------------------------------------------------
 
     def _if_current(self, what: str, job, slot):
-        """`slot`, called only while `job` is still the view's `what` job (late partials of a replaced job drop)."""
-        number = job.record.id
-        return lambda value: what in self.jobs and self.jobs[what].record.id == number and slot(value)
+        """`slot`, called only while `job` is still the view's `what` job (a replaced one's values are dropped)."""
+        number = job.record.id  # not the job itself: a slot that refers to its sender makes a cycle
+        return lambda value: self.jobs.is_current(what, number) and slot(value)
 
     def _track(self, what: str, job, ended=None) -> None:
-        """Keep `job` as the view's `what` job until it ends; `ended(run or None, exception or None)`."""
-        self.jobs[what] = job
-        number = job.record.id  # not the job itself: a slot that refers to its sender makes a cycle
-        job.ended.connect(lambda: what in self.jobs and self.jobs[what].record.id == number and self.jobs.pop(what))
+        """`ended(result or None, exception or None)` when the view's `what` job ends."""
         if ended is not None:
-            job.finished.connect(lambda run: ended(run, None))
+            job.finished.connect(lambda result: ended(result, None))
             job.failed.connect(lambda exc: ended(None, exc))
             job.cancelled.connect(lambda: ended(None, None))
 
     def _cancel(self, what: str) -> None:
-        job = self.jobs.pop(what, None)
-        if job is not None:
-            job.cancel()
+        self.jobs.cancel(what)
 
     def _export_menu(self) -> QMenu:
         """Tables behind the view as CSV (each plot's own Export button saves it as PNG or SVG)."""

@@ -233,16 +233,19 @@ class TrainingView(QWidget):
                             f"({format_seconds(r.elapsed)}{eta})")
 
     def _on_trained(self, result) -> None:
-        accuracy = result.card.get("test_accuracy")
-        self.status.setText(f"Saved {result.name} ({format_seconds(self.job.record.elapsed)})"
+        """`result` is core `train_and_save`'s (model, card); the model joins the project under the card's name."""
+        _, card = result
+        name = card["name"]
+        accuracy = card.get("test_accuracy")
+        self.status.setText(f"Saved {name} ({format_seconds(self.job.record.elapsed)})"
                             + (f", test accuracy {accuracy * 100:.1f} %" if accuracy is not None else "")
                             + ". It is now in the project.")
         self._name_edited = False
         self._update_buttons()
         self._suggest_name()
-        if self.session.model_entry(result.name) is not None:
-            self.selection.set_model(result.name)
-            self.trained.emit(result.name)
+        if self.session.model_entry(name) is not None:
+            self.selection.set_model(name)
+            self.trained.emit(name)
 
     def _on_stopped(self, text: str) -> None:
         self.status.setText(text)

@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.gui.colors import MISMATCH
-from workbench.gui.coverage_choices import CRITERION_HELP, CRITERION_TITLES
+from workbench.gui.coverage_choices import criterion_help, criterion_titles
 
 CRITERION_ROLE = Qt.ItemDataRole.UserRole + 1
 
@@ -55,9 +55,9 @@ class CoverageTable(QTableWidget):
             self.setHorizontalHeaderItem(c, item)
         self.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
         for r, name in enumerate(criteria):
-            item = QTableWidgetItem(f"{CRITERION_TITLES.get(name, name.upper())}  {notes.get(name, '')}".strip())
+            item = QTableWidgetItem(f"{criterion_titles().get(name, name.upper())}  {notes.get(name, '')}".strip())
             item.setData(CRITERION_ROLE, name)
-            item.setToolTip(CRITERION_HELP.get(name, name))
+            item.setToolTip(criterion_help().get(name, name))
             font = item.font()
             font.setBold(True)
             item.setFont(font)

@@ -218,7 +218,7 @@ class FolHistogram(QWidget):
         """
         if "FOL-L2" in kind_label.upper().replace("–", "-"):
             raise ValueError(f"{kind_label!r}: the RobOT gradient norm is called {GRAD_L2_LABEL!r}, never "
-                             "'FOL-L2' (spec/robustness.md §2.3)")
+                             "'FOL-L2' (docs/methods/fol-and-selection.md#grad-l2)")
         self.kind_label = kind_label
         self.names = list(sets)
         self.values = {name: np.asarray(v, dtype=np.float64).ravel() for name, v in sets.items()}

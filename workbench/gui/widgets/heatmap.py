@@ -12,12 +12,48 @@ from typing import Callable
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, QRectF, Signal
-from PySide6.QtGui import QFontMetrics
+from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QColor, QFontMetrics
 
 from workbench.gui.colors import COUNT_COLORMAP
 
 MAX_ANNOTATED_CELLS = 400  # up to 20×20 the numbers are still readable inside the cells
+
+
+class CellLabels(pg.GraphicsObject):
+    """Every cell's value as text, painted in one pass at a fixed font size whatever the zoom.
+
+    One item instead of one `TextItem` per cell: a 10×10 confusion matrix as 100 items took the UI
+    thread tens of milliseconds to build, lay out and paint each time it changed.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.labels: list[tuple[float, float, str, QColor]] = []  # (x, y) of the cell centre, text, colour
+        self._rect = QRectF()
+
+    def set_labels(self, labels: list[tuple[float, float, str, QColor]], rect: QRectF) -> None:
+        self.prepareGeometryChange()
+        self.labels, self._rect = labels, QRectF(rect)
+        self.update()
+
+    def texts(self) -> list[str]:
+        return [text for _, _, text, _ in self.labels]
+
+    def boundingRect(self) -> QRectF:
+        return self._rect
+
+    def paint(self, painter, *_args) -> None:
+        transform = painter.transform()  # view → device: the text itself is drawn unscaled
+        painter.save()
+        painter.resetTransform()
+        metrics = painter.fontMetrics()
+        half_height = (metrics.ascent() - metrics.descent()) / 2
+        for x, y, text, color in self.labels:
+            centre = transform.map(QPointF(x, y))
+            painter.setPen(color)
+            painter.drawText(QPointF(centre.x() - metrics.horizontalAdvance(text) / 2, centre.y() + half_height), text)
+        painter.restore()
 
 
 class Heatmap(pg.GraphicsLayoutWidget):
@@ -53,7 +89,8 @@ class Heatmap(pg.GraphicsLayoutWidget):
         self.bar.setImageItem(self.image, insert_in=self.plot)
         self.readout = pg.LabelItem(justify="left")
         self.addItem(self.readout, row=1, col=0)
-        self._texts: list[pg.TextItem] = []
+        self.cell_labels = CellLabels()
+        self.plot.addItem(self.cell_labels)
         self.readout_text = ""
         self.scene().sigMouseMoved.connect(self._on_mouse_moved)
 
@@ -77,22 +114,18 @@ class Heatmap(pg.GraphicsLayoutWidget):
         self._set_readout("Hover over a cell to read it.")
 
     def _annotate(self, value_format: str, levels: tuple[float, float]) -> None:
-        for item in self._texts:
-            self.plot.removeItem(item)
-        self._texts = []
         rows, cols = self.matrix.shape
         if rows * cols > MAX_ANNOTATED_CELLS:
+            self.cell_labels.set_labels([], QRectF())
             return
         lo, hi = levels
-        for r in range(rows):
-            for c in range(cols):
-                v = float(self.matrix[r, c])
-                rgb = self.colormap.map((v - lo) / (hi - lo) if hi > lo else 0.0, mode="float")[:3]
-                luminance = 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2]
-                text = pg.TextItem(value_format.format(v), color="k" if luminance > 0.5 else "w", anchor=(0.5, 0.5))
-                text.setPos(c + 0.5, r + 0.5)
-                self.plot.addItem(text)
-                self._texts.append(text)
+        scaled = (self.matrix - lo) / (hi - lo) if hi > lo else np.zeros_like(self.matrix)
+        rgb = np.asarray(self.colormap.map(scaled.ravel(), mode="float"))[:, :3]  # one call for every cell
+        luminance = rgb @ np.array([0.2126, 0.7152, 0.0722])
+        black, white = QColor(Qt.GlobalColor.black), QColor(Qt.GlobalColor.white)
+        labels = [(c + 0.5, r + 0.5, value_format.format(float(self.matrix[r, c])),
+                   black if luminance[r * cols + c] > 0.5 else white) for r in range(rows) for c in range(cols)]
+        self.cell_labels.set_labels(labels, QRectF(0, 0, cols, rows))
 
     def _update_ticks(self) -> None:
         """Class names on the bottom axis when they fit the columns, else indices (named on the left)."""

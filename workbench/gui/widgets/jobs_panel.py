@@ -80,6 +80,10 @@ class JobsPanel(QWidget):
         self.clock.timeout.connect(self._tick)
         runner.job_added.connect(self.add_job)
         runner.job_changed.connect(self.update_job)
+        # A job started or ended: what the queued ones wait for has changed.
+        runner.job_changed.connect(lambda job: job.record.state == RUNNING and job.record.done == 0
+                                   and self._update_waiting())
+        runner.job_ended.connect(self._update_waiting)
         for job in runner.jobs:
             self.add_job(job)
         self._update_buttons()
@@ -127,7 +131,7 @@ class JobsPanel(QWidget):
             bar.setFormat("stopped" if r.state == CANCELLED else "failed")
         item.setText(2, self._time_text(job))
         item.setText(3, r.device or "—")
-        status = {QUEUED: "waiting", RUNNING: r.message or "running"}.get(r.state, r.state)
+        status = {QUEUED: self._waiting_text(job), RUNNING: r.message or "running"}.get(r.state, r.state)
         if r.state in (CANCELLED, FAILED) and r.message:
             status = f"{r.state}: {r.message}"
         item.setText(4, status)
@@ -141,6 +145,20 @@ class JobsPanel(QWidget):
             else:  # the view re-shows index widgets it holds, so a finished row loses its button
                 self.tree.removeItemWidget(item, 5)
         self._update_buttons()
+
+    def _waiting_text(self, job: Job) -> str:
+        """Why a queued job has not started: the job running in its lane."""
+        ahead = self.runner.waiting_for(job)
+        lane = {"long": "the lane of long jobs", "interactive": "the lane of quick jobs",
+                "io": "the file-reading lane"}.get(job.record.lane, "its lane")
+        if not ahead:
+            return "waiting to start"
+        return f"waiting for “{ahead[0].name}” to finish ({lane})"
+
+    def _update_waiting(self, _job: Job = None) -> None:
+        for item in self._items.values():
+            if item.job.record.state == QUEUED:
+                self.update_job(item.job)
 
     def _time_text(self, job: Job) -> str:
         r = job.record

@@ -1,8 +1,10 @@
-"""The Robustness view's jobs: small compositions of `core.robustness` calls, with no Qt in them.
+"""A robustness study of one model, as the Robustness view runs it: the shared set-up (pools,
+`fp_test`, baseline), selections, the retraining grid, the convergence loop and the fuzzer.
 
-Like `tasks.py`, they run on a worker thread and never write to the project: what they store comes
-back as saves of a `ProjectSnapshot` for the session to write on the UI thread. Pools made before
-against the same weights, ε, inputs and seed are read back instead of attacked again.
+Each job takes the project it stores to as `project` (a `StagedProject` when run through
+`run_staged`, so what it saves is committed only when it finishes). Pools made before against the
+same weights, ε, inputs and seed are read back instead of attacked again, and the newest stored
+runs come back with the set-up, so reopening a project shows what was measured.
 """
 
 from __future__ import annotations
@@ -14,8 +16,7 @@ import numpy as np
 from workbench.core.data import Dataset
 from workbench.core.jobs import JobContext
 from workbench.core.model_io import LoadedModel
-from workbench.gui.tasks import ProjectSnapshot, StoredRun
-from workbench.gui.views.robustness_report import latest_run
+from workbench.core.robustness.runs import latest_run
 
 
 @dataclass
@@ -29,28 +30,33 @@ class RobustnessBase:
     fingerprint: str
     reused: list = field(default_factory=list)  # names of stored pools read back
     stored_runs: dict = field(default_factory=dict)  # "experiment" / "convergence" → the newest stored run
+    step_rate: float = 0.0  # images per second of a fine-tuning step on this machine (for estimates)
 
 
-def _pool_name(kind: str, model: str, eps: float, inputs: int | None, seed: int) -> str:
+def pool_name(kind: str, model: str, eps: float, inputs: int | None, seed: int) -> str:
     size = "all" if inputs is None else f"{inputs}"
     return f"{kind} {model} eps={eps:g} inputs={size} seed={seed}"
 
 
-def _stored_pool(snapshot: ProjectSnapshot, **match):
+def stored_pool(project, **match):
+    """(pool, name) of a stored pool whose provenance holds `match`; (None, None) when there is none,
+    or it is damaged."""
     from workbench.core.errors import WorkbenchError
     from workbench.core.robustness.pool import load_pool
 
-    name = snapshot.find_artifact("testset", role="candidate-pool", **match)
+    if project is None:
+        return None, None
+    name = project.find_artifact("testset", role="candidate-pool", **match)
     if name is None:
         return None, None
     try:
-        return load_pool(snapshot, name), name
+        return load_pool(project, name), name
     except WorkbenchError:  # damaged or foreign: make it again
         return None, None
 
 
 def prepare_robustness(ctx: JobContext, model: LoadedModel, dataset: Dataset, eps: float, pool_inputs: int | None,
-                       seed: int, snapshot: ProjectSnapshot, report_subset: int = 1000) -> StoredRun:
+                       seed: int, report_subset: int = 1000, project=None) -> RobustnessBase:
     """The training-set pool, `fp_test`, the baseline report and the clean FOL∞ (experiment `prepare`)."""
     from workbench.core.robustness.experiment import prepare
     from workbench.core.robustness.pool import save_pool
@@ -59,27 +65,71 @@ def prepare_robustness(ctx: JobContext, model: LoadedModel, dataset: Dataset, ep
 
     fingerprint = model.fingerprint()
     common = {"model_fingerprint": fingerprint, "eps": eps, "seed_of_run": seed}
-    pool, pool_name = _stored_pool(snapshot, kind_of_pool="train", pool_inputs=pool_inputs, **common)
-    fp_test, fp_name = _stored_pool(snapshot, kind_of_pool="fp_test", **common)
+    pool, pool_artifact = stored_pool(project, kind_of_pool="train", pool_inputs=pool_inputs, **common)
+    fp_test, fp_artifact = stored_pool(project, kind_of_pool="fp_test", **common)
     setup = prepare(ctx.stage(0, 2, "pools and baseline"), model, dataset, eps, seed=seed, pool=pool,
                     fp_test=fp_test, pool_inputs=pool_inputs, report_subset=report_subset)
-    if pool is None:
-        pool_name = _pool_name("pool", model.name, eps, pool_inputs, seed)
-        save_pool(snapshot, pool_name, setup.pool, kind_of_pool="train", pool_inputs=pool_inputs,
+    if pool is None and project is not None:
+        pool_artifact = pool_name("pool", model.name, eps, pool_inputs, seed)
+        save_pool(project, pool_artifact, setup.pool, kind_of_pool="train", pool_inputs=pool_inputs,
                   model=model.name, dataset=dataset.name, **common)
-    if fp_test is None:
-        fp_name = _pool_name("fp_test", model.name, eps, None, seed)
-        save_pool(snapshot, fp_name, setup.fp_test, kind_of_pool="fp_test", model=model.name,
+    if fp_test is None and project is not None:
+        fp_artifact = pool_name("fp_test", model.name, eps, None, seed)
+        save_pool(project, fp_artifact, setup.fp_test, kind_of_pool="fp_test", model=model.name,
                   dataset=dataset.name, **common)
     test = dataset.split("test")
     index = subset_of(len(test), report_subset, seed)
     x0 = test.numpy(index)
     clean = score_inputs(ctx.stage(1, 2, "clean FOL"), model, x0, test.labels[index], x0=x0, eps=eps)
-    stored_runs = {what: latest_run(snapshot, what, fingerprint, eps) for what in ("experiment", "convergence")}
-    base = RobustnessBase(setup, clean["fol_linf"], model.name, dataset.name, fingerprint,
-                          reused=[n for n, stored in ((pool_name, pool), (fp_name, fp_test)) if stored is not None],
+    stored_runs = {what: latest_run(project, what, fingerprint, eps) for what in ("experiment", "convergence")} \
+        if project is not None else {}
+    rate = measure_step_rate(ctx.quiet(), model, dataset.image_shape)
+    base = RobustnessBase(setup, clean["fol_linf"], model.name, dataset.name, fingerprint, step_rate=rate,
+                          reused=[n for n, stored in ((pool_artifact, pool), (fp_artifact, fp_test)) if stored is not None],
                           stored_runs=stored_runs)
-    return StoredRun(base, snapshot.saves)
+    return base
+
+
+def measure_step_rate(ctx: JobContext, model: LoadedModel, image_shape, batch_size: int = 64, steps: int = 3) -> float:
+    """Images per second of a training step (forward, backward, Adam update) on a copy of the model."""
+    import copy
+    import time
+
+    import torch
+
+    module = copy.deepcopy(model.module).to(ctx.device).train()
+    optimiser = torch.optim.Adam(module.parameters(), lr=1e-4)
+    x = torch.rand((batch_size, *image_shape), device=ctx.device)
+    y = torch.zeros(batch_size, dtype=torch.long, device=ctx.device)
+    started = None
+    for step in range(steps + 1):  # the first step warms up and is not timed
+        if step == 1:
+            started = time.perf_counter()
+        optimiser.zero_grad()
+        torch.nn.functional.cross_entropy(module(x), y).backward()
+        optimiser.step()
+    return batch_size * steps / max(time.perf_counter() - started, 1e-9)
+
+
+def retraining_seconds(base: RobustnessBase, strategies: list[str], budgets: list, seeds: list[int],
+                       epochs: int) -> float | None:
+    """About how long the retraining grid takes: each run fine-tunes on the training split plus its
+    selection for `epochs` epochs, then attacks the report subset with PGD-10 and scores fp_test and
+    the test split; None when the step rate is unknown."""
+    from workbench.core.robustness.selection import resolve_budget
+
+    if base.step_rate <= 0:
+        return None
+    setup = base.setup
+    train = len(setup.dataset.split("train"))
+    test = len(setup.dataset.split("test"))
+    selectable = len(setup.selectable)
+    images = 0.0
+    for budget in budgets:
+        added = resolve_budget(budget, selectable)
+        per_run = epochs * (train + added) + 11 * setup.report_subset + (len(setup.fp_test) + test) / 3
+        images += per_run * len(strategies) * len(seeds)
+    return images / base.step_rate
 
 
 def select_candidates(ctx: JobContext, base: RobustnessBase, strategy: str, budget, seed: int):
@@ -103,21 +153,23 @@ def select_candidates(ctx: JobContext, base: RobustnessBase, strategy: str, budg
 
 
 def retrain_strategies(ctx: JobContext, base: RobustnessBase, strategies: list[str], budgets: list, seeds: list[int],
-                       epochs: int | None, snapshot: ProjectSnapshot, name: str) -> StoredRun:
+                       epochs: int | None, name: str, project=None):
     """The RobOT grid over the prepared setup; one partial row per finished run; the run is stored."""
     from workbench.core.robustness.experiment import robot_experiment
     from workbench.core.robustness.runs import save_run
 
     result = robot_experiment(ctx, base.setup.model, base.setup.dataset, base.setup.eps, strategies=strategies,
                               budgets=budgets, seeds=seeds, epochs=epochs, setup=base.setup)
-    save_run(snapshot, name, "experiment", result.rows, result.params, model=base.model, dataset=base.dataset,
-             model_fingerprint=base.fingerprint, setup=result.setup)
-    return StoredRun(result, snapshot.saves)
+    if project is not None:
+        save_run(project, name, "experiment", result.rows, result.params, model=base.model, dataset=base.dataset,
+                 model_fingerprint=base.fingerprint, setup=result.setup)
+    return result
 
 
 def run_convergence(ctx: JobContext, base: RobustnessBase, rounds: int, requirement: float, epochs: int,
-                    pool_inputs: int | None, snapshot: ProjectSnapshot, name: str) -> StoredRun:
-    """The §9 loop from the prepared model and `fp_test`; one partial row per round; the run is stored."""
+                    pool_inputs: int | None, name: str, project=None):
+    """The convergence loop (docs/methods/fuzzing-and-retraining.md#convergence-loop) from the prepared
+    model and `fp_test`; one partial row per round; the run is stored."""
     from workbench.core.robustness.convergence import convergence_loop
     from workbench.core.robustness.runs import save_run
 
@@ -125,9 +177,10 @@ def run_convergence(ctx: JobContext, base: RobustnessBase, rounds: int, requirem
     result = convergence_loop(ctx, setup.model, setup.dataset, setup.eps, setup.fp_test, rounds=rounds,
                               requirement=requirement, epochs=epochs, pool_inputs=pool_inputs,
                               seed=setup.seed, report_subset=setup.report_subset)
-    save_run(snapshot, name, "convergence", result.rounds, result.params, model=base.model, dataset=base.dataset,
-             model_fingerprint=base.fingerprint, met=result.met, stop_reason=result.stop_reason)
-    return StoredRun(result, snapshot.saves)
+    if project is not None:
+        save_run(project, name, "convergence", result.rounds, result.params, model=base.model, dataset=base.dataset,
+                 model_fingerprint=base.fingerprint, met=result.met, stop_reason=result.stop_reason)
+    return result
 
 
 @dataclass
@@ -139,7 +192,8 @@ class FuzzRun:
 
 
 def join_fuzzer_tests(ctx: JobContext, base: RobustnessBase, tests, seeds: np.ndarray) -> RobustnessBase:
-    """A copy of `base` whose pool also holds the fuzzer's tests, scored like the attacks' candidates (§5.3).
+    """A copy of `base` whose pool also holds the fuzzer's tests, scored like the attacks' candidates
+    (docs/methods/fol-and-selection.md#candidate-pool).
 
     The tests become selectable (none are held out: checkpointing keeps the held-out part of the
     attacks' pool). The original set-up is left as it is, so jobs still using it are not disturbed.
@@ -160,8 +214,8 @@ def join_fuzzer_tests(ctx: JobContext, base: RobustnessBase, tests, seeds: np.nd
 
 
 def run_fuzzer(ctx: JobContext, base: RobustnessBase, model: LoadedModel, dataset: Dataset, n_seeds: int,
-               time_budget_s: float, project_linf: bool, join: bool, seed: int, snapshot: ProjectSnapshot,
-               name: str) -> StoredRun:
+               time_budget_s: float, project_linf: bool, join: bool, seed: int, name: str,
+               project=None) -> "FuzzRun":
     """FOL-guided fuzzing from training seeds; the tests are stored as a project test set and, with
     `join`, added to a copy of the set-up's pool."""
     from workbench.core.robustness.fuzzing import fuzz
@@ -170,10 +224,11 @@ def run_fuzzer(ctx: JobContext, base: RobustnessBase, model: LoadedModel, datase
     tests = fuzz(ctx.stage(0, 2, "fuzzing"), model, train, eps=base.setup.eps, n_seeds=n_seeds, seed=seed,
                  time_budget_s=time_budget_s, project_linf=project_linf)
     joined = None
-    if len(tests):
-        snapshot.save_artifact("testset", name, tests.to_arrays(), **{
+    if len(tests) and project is not None:
+        project.save_artifact("testset", name, tests.to_arrays(), **{
             **tests.params, "role": "fuzz-tests", "model": model.name, "dataset": dataset.name,
             "model_fingerprint": model.fingerprint()})
+    if len(tests):
         if join:
             joined = join_fuzzer_tests(ctx.stage(1, 2, "scoring the tests"), base, tests, train.numpy(tests.seed_index))
-    return StoredRun(FuzzRun(tests, joined), snapshot.saves)
+    return FuzzRun(tests, joined)

@@ -1,0 +1,74 @@
+"""A model's evaluation on a split, stored in a project and read back: one place for its artifact.
+
+The CLI's `evaluate --project` and the GUI's Model and Data views store and find evaluations here,
+under one name (`evaluation_name`) and one set of provenance keys, so each finds the other's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from workbench.core.errors import WorkbenchError
+
+KIND = "evaluation"
+
+
+def evaluation_name(model: str, dataset: str, split: str) -> str:
+    """The artifact name of an evaluation."""
+    return f"evaluation {model} on {dataset}:{split}"
+
+
+def save_evaluation(project, model, dataset, split: str, result: dict, device: str = "") -> str:
+    """Store an `evaluate` result (its confusion matrix and predictions); returns the artifact name."""
+    name = evaluation_name(model.name, dataset.name, split)
+    project.save_artifact(KIND, name, {"confusion": result["confusion"], "predictions": result["predictions"]},
+                          model=model.name, model_fingerprint=model.fingerprint(), dataset=dataset.name, split=split,
+                          accuracy=result["accuracy"], n=result["n"], device=device)
+    return name
+
+
+def find_evaluation(project, model: str, fingerprint: str, dataset: str, split: str) -> str | None:
+    """The stored evaluation of these weights on this split, if any."""
+    return project.find_artifact(KIND, model=model, model_fingerprint=fingerprint, dataset=dataset, split=split)
+
+
+def load_evaluation(project, name: str, class_names: list[str]) -> dict:
+    """A stored evaluation, rebuilt into the shape `training.evaluate` returns (with `stored=True`)."""
+    artifact = project.load_artifact(name, KIND)
+    confusion = np.asarray(artifact["confusion"], dtype=np.int64)
+    predictions = np.asarray(artifact["predictions"], dtype=np.int64)
+    k = len(class_names)
+    if confusion.shape != (k, k):
+        raise WorkbenchError(f"The stored evaluation {name!r} has a {confusion.shape} confusion matrix, "
+                             f"but the dataset has {k} classes.", "Evaluate the model again.")
+    totals = confusion.sum(axis=1)
+    per_class = {c: (float(confusion[i, i] / totals[i]) if totals[i] else None) for i, c in enumerate(class_names)}
+    how = artifact.provenance
+    n = int(confusion.sum())
+    return {"model": how.get("model"), "dataset": how.get("dataset"), "split": how.get("split"), "n": n,
+            "accuracy": float(np.trace(confusion) / n) if n else float("nan"),
+            "per_class_accuracy": per_class, "confusion": confusion, "predictions": predictions,
+            "device": how.get("device", ""), "stored": True}
+
+
+def evaluate_stored(ctx, model, dataset, split="test", project=None, fingerprint: str | None = None) -> dict:
+    """The evaluation of `model` on a split (or a `TestSet`, stored under its name): read back when
+    the project holds one of these weights (a damaged one is computed again), else computed and
+    saved to `project`."""
+    from workbench.core.training import evaluate
+
+    fingerprint = fingerprint or model.fingerprint()
+    data, split = split, split if isinstance(split, str) else split.name
+    if project is not None:
+        found = find_evaluation(project, model.name, fingerprint, dataset.name, split)
+        if found is not None:
+            try:
+                ctx.progress(0, 1, f"reading {found}")
+                return load_evaluation(project, found, list(dataset.class_names))
+            except WorkbenchError:
+                pass  # unreadable: evaluate again, replacing it
+    result = evaluate(ctx, model, dataset, data)
+    result["device"] = str(ctx.device)
+    if project is not None and not project.read_only:
+        save_evaluation(project, model, dataset, split, result, result["device"])
+    return result
