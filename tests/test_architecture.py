@@ -21,6 +21,7 @@ FORBIDDEN = (
     ("workbench.core", "workbench.cli", ()),
     ("workbench.cli", "workbench.gui", ("workbench.cli.gui",)),  # the one launcher of `workbench gui`
     ("workbench.gui.widgets", "workbench.gui.views", ()),
+    ("workbench.gui", "workbench.cli", ()),
 )
 
 

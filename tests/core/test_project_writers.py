@@ -99,15 +99,59 @@ def test_unreadable_orphan_is_reported_and_left(tmp_path):
     assert orphan.exists() and reopened.artifacts() == {}
 
 
-def test_stale_temporary_files_are_removed_fresh_ones_kept(tmp_path):
+def test_temporary_files_of_dead_writers_are_removed_live_ones_kept(tmp_path):
     project = Project.create(tmp_path / "p", "digits")
-    old = project.stage_artifact("result", "died long ago", {"v": np.ones(2)}).temporary
-    fresh = project.stage_artifact("result", "still writing", {"v": np.ones(2)}).temporary
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)
+    staged = project.stage_artifact("result", "writer died", {"v": np.ones(2)}).temporary
+    of_dead = staged.with_name(staged.name.replace(f".pid{os.getpid()}.", f".pid{dead_pid}."))
+    staged.rename(of_dead)
+    live = project.stage_artifact("result", "a long job still running", {"v": np.ones(2)}).temporary
     past = time.time() - STALE_TEMP_S - 60
-    os.utime(old, (past, past))
+    os.utime(live, (past, past))  # old, but its writer (this process) is alive: kept
+    folder = project.folder / "artifacts" / "result"
+    unknown_old, unknown_fresh = folder / ".crash.h5.abc.tmp", folder / ".writing.h5.def.tmp"
+    for f in (unknown_old, unknown_fresh):
+        f.write_bytes(b"partial")
+    os.utime(unknown_old, (past, past))
+    root_old = project.folder / ".project.json.xyz.tmp"
+    root_old.write_text("{")
+    os.utime(root_old, (past, past))
     reopened = Project.open(tmp_path / "p")
-    assert not old.exists() and fresh.exists()
+    assert not of_dead.exists() and live.exists()
+    assert not unknown_old.exists() and unknown_fresh.exists() and not root_old.exists()
     assert reopened.artifacts() == {}
+    project.commit([project.stage_artifact("result", "kept working", {"v": np.ones(2)})])  # the live writer goes on
+    assert "kept working" in Project.open(tmp_path / "p").artifacts()
+
+
+def test_a_staged_file_removed_before_the_commit_is_a_clear_error(tmp_path):
+    project = Project.create(tmp_path / "p", "digits")
+    staged = project.stage_artifact("result", "lost", {"v": np.ones(2)})
+    staged.temporary.unlink()
+    with pytest.raises(WorkbenchError, match="temporary file was removed"):
+        project.commit([staged])
+    assert Project.open(tmp_path / "p").artifacts() == {}
+
+
+@pytest.mark.parametrize("file", ["../outside.h5", "/tmp/elsewhere.h5", "artifacts/../../outside.h5"])
+def test_an_index_entry_pointing_outside_the_project_is_refused(tmp_path, file):
+    project = Project.create(tmp_path / "p", "digits")
+    project.save_artifact("result", "fine", {"v": np.ones(2)})
+    victim = tmp_path / "outside.h5"
+    victim.write_bytes(b"not yours")
+    settings = json.loads((project.folder / "project.json").read_text())
+    settings["artifacts"]["evil"] = {"kind": "result", "file": file, "provenance": {}}
+    (project.folder / "project.json").write_text(json.dumps(settings))
+    reopened = Project.open(tmp_path / "p")
+    assert any("evil" in p and "outside" in p for p in reopened.problems)
+    with pytest.raises(WorkbenchError, match="outside"):
+        reopened.load_artifact("evil")
+    reopened.delete_artifact("evil")
+    assert victim.read_bytes() == b"not yours" and "evil" not in Project.open(tmp_path / "p").artifacts()
+    reopened.save_artifact("result", "evil", {"v": np.zeros(2)})  # replacing it never deletes the outside file
+    assert victim.read_bytes() == b"not yours"
+    assert "fine" in reopened.artifacts()
 
 
 def test_backup_is_written_atomically(tmp_path, monkeypatch):

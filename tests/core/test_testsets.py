@@ -144,3 +144,23 @@ def test_a_pool_is_a_candidate_pool_and_a_test_set(project, digits):
     pool = CandidatePool.from_artifact(project.load_artifact("pool"))
     np.testing.assert_array_equal(stored.labels, pool.labels)
     assert set(stored.columns) >= {"source_index", "attack", "score_fol_linf", "probs"}
+
+
+def test_a_class_name_with_a_space_is_quoted(fashion_slice):
+    from workbench.core.testsets import apply_rule, from_split
+
+    test = from_split(fashion_slice, "test")
+    boots = apply_rule(test, 'class="Ankle boot"')
+    assert len(boots) == int((test.labels == fashion_slice.class_names.index("Ankle boot")).sum()) > 0
+    with pytest.raises(WorkbenchError, match="unbalanced quote"):
+        apply_rule(test, 'class="Ankle boot')
+
+
+def test_a_stored_subset_of_itself_is_refused_not_a_crash(project, digits):
+    project.save_artifact("testset", "loop", {"indices": np.arange(3)}, role="subset", of="loop", rule="first=3")
+    with pytest.raises(WorkbenchError, match="too many subsets"):
+        resolve(project, "loop", digits)
+    project.save_artifact("testset", "beyond", {"indices": np.array([0, 10_000])}, role="subset", of="pool",
+                          rule="indices")
+    with pytest.raises(WorkbenchError, match="beyond"):
+        resolve(project, "beyond", digits)

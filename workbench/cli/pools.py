@@ -388,13 +388,8 @@ def cmd_select(args) -> int:
 
 
 def cmd_fuzz(args) -> int:
-    from workbench.core.robustness.fuzzing import ATTACK_NAME, fuzz
-    from workbench.core.robustness.pool import (
-        STORE_KEYS,
-        CandidatePool,
-        merge_pools,
-        score_candidates,
-    )
+    from workbench.core.robustness.fuzzing import fuzz
+    from workbench.core.robustness.pool import STORE_KEYS, fuzzer_candidates, merge_pools
 
     started = time.monotonic()
     model, dataset = load_model_and_data(args)
@@ -437,12 +432,9 @@ def cmd_fuzz(args) -> int:
                      compat=args.compat, batch_size=args.batch_size, loss_mode=args.loss_mode)
         merged = None
         if joined is not None and len(tests):
-            x0 = split.numpy(tests.seed_index)
-            scores, probs = score_candidates(ctx.stage(1, 2, "scoring the tests"), model, tests.images, tests.labels,
-                                             x0, eps, args.loss_mode, args.batch_size)
-            candidates = CandidatePool(tests.images, tests.labels, tests.seed_index,
-                                       np.full(len(tests), ATTACK_NAME), scores, probs,
-                                       {"eps": eps, "loss_mode": args.loss_mode, "what": f"fuzzer tests {name}"})
+            candidates = fuzzer_candidates(ctx.stage(1, 2, "scoring the tests"), model, tests,
+                                           split.numpy(tests.seed_index), eps, args.loss_mode, args.batch_size,
+                                           what=f"fuzzer tests {name}")
             merged = merge_pools(joined, candidates)
         return tests, merged
 

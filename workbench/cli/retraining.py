@@ -392,7 +392,7 @@ def cmd_experiment_robot(args) -> int:
                                             if args.pool_inputs and args.pool_inputs < len(dataset.split("train"))
                                             else f"all {len(dataset.split('train')):,} training inputs"),
                           "command": command_line(args)})
-    # The GUI's renderer imports Qt only when it draws; without Qt the report is written without the PNG.
+    # The plot is drawn headless (matplotlib's Agg); should it fail, the report is written without the PNG.
     from workbench.core.robustness.experiment_plot import save_experiment_plot
 
     warnings: list[str] = []

@@ -8,7 +8,8 @@ import math
 
 from workbench.cli.common import check_positive, dataset_key, error, parse_list
 
-GRAD_L2_LABEL = "grad-L2 (RobOT fuzzer FOL)"
+from workbench.core.robustness.scores import GRAD_L2_LABEL  # noqa: F401 - the commands print it
+
 FOL_LABEL = "FOL∞ (FOSC)"
 POOL_STRATEGIES = ("be-st", "km-st", "deepgini", "random", "mcp", "kmst-legacy")
 FOL_STRATEGIES = ("be-st", "km-st", "kmst-legacy")

@@ -24,7 +24,6 @@ that is the logits layer); its outputs are compared, per input, as
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -33,7 +32,7 @@ import numpy as np
 
 from workbench.core.activations import NeuronDefinition, hook_point, neuron_values
 from workbench.core.errors import WorkbenchError
-from workbench.core.hooks import own_thread
+from workbench.core.hooks import own_thread, private_copy
 from workbench.core.importance import cache_key, dataset_identity
 from workbench.core.jobs import JobContext
 
@@ -230,7 +229,7 @@ def ablation_check(ctx: JobContext, model, dataset, layer: str, important: Seque
         raise WorkbenchError(f"The {split} split of {dataset.name!r} holds no images.", "Choose a split with images.")
     device = ctx.device
     # The hooks go on a private copy: a view or job using the same model meanwhile sees it unablated.
-    module = copy.deepcopy(model.module).to(device).eval()
+    module = private_copy(model.module).to(device).eval()
     dtype = next((p.dtype for p in module.parameters()), torch.float32)  # inputs follow the model's precision
     catalogue = layer_catalogue(module, dataset.image_shape)
     hooked = hook_point(catalogue, definition)  # refuses an unknown layer, listing the valid ones

@@ -18,18 +18,37 @@ def evaluation_name(model: str, dataset: str, split: str) -> str:
     return f"evaluation {model} on {dataset}:{split}"
 
 
-def save_evaluation(project, model, dataset, split: str, result: dict, device: str = "") -> str:
-    """Store an `evaluate` result (its confusion matrix and predictions); returns the artifact name."""
-    name = evaluation_name(model.name, dataset.name, split)
+def inputs_identity(data) -> str:
+    """What identifies the inputs of a test set that is not a split: a hash of its ids and labels, so a
+    stored set made again under the same name is not matched with the old one's predictions."""
+    import hashlib
+
+    ids = getattr(data, "ids", None)
+    digest = hashlib.sha256(np.asarray(data.labels, dtype=np.int64).tobytes())
+    if ids is not None:
+        digest.update("\n".join(map(str, ids)).encode())
+    return digest.hexdigest()[:16]
+
+
+def save_evaluation(project, model, dataset, split: str, result: dict, device: str = "", model_name: str = "",
+                    inputs: str = "") -> str:
+    """Store an `evaluate` result (its confusion matrix and predictions); returns the artifact name.
+
+    `model_name` is the model's name in the project (default: its own); `inputs` identifies a stored
+    test set's inputs (see `inputs_identity`)."""
+    model_name = model_name or model.name
+    name = evaluation_name(model_name, dataset.name, split)
     project.save_artifact(KIND, name, {"confusion": result["confusion"], "predictions": result["predictions"]},
-                          model=model.name, model_fingerprint=model.fingerprint(), dataset=dataset.name, split=split,
-                          accuracy=result["accuracy"], n=result["n"], device=device)
+                          model=model_name, model_fingerprint=model.fingerprint(), dataset=dataset.name, split=split,
+                          accuracy=result["accuracy"], n=result["n"], device=device,
+                          **({"inputs": inputs} if inputs else {}))
     return name
 
 
-def find_evaluation(project, model: str, fingerprint: str, dataset: str, split: str) -> str | None:
-    """The stored evaluation of these weights on this split, if any."""
-    return project.find_artifact(KIND, model=model, model_fingerprint=fingerprint, dataset=dataset, split=split)
+def find_evaluation(project, model: str, fingerprint: str, dataset: str, split: str, inputs: str = "") -> str | None:
+    """The stored evaluation of these weights on this split (or these stored inputs), if any."""
+    return project.find_artifact(KIND, model=model, model_fingerprint=fingerprint, dataset=dataset, split=split,
+                                 **({"inputs": inputs} if inputs else {}))
 
 
 def load_evaluation(project, name: str, class_names: list[str]) -> dict:
@@ -51,16 +70,19 @@ def load_evaluation(project, name: str, class_names: list[str]) -> dict:
             "device": how.get("device", ""), "stored": True}
 
 
-def evaluate_stored(ctx, model, dataset, split="test", project=None, fingerprint: str | None = None) -> dict:
-    """The evaluation of `model` on a split (or a `TestSet`, stored under its name): read back when
-    the project holds one of these weights (a damaged one is computed again), else computed and
-    saved to `project`."""
+def evaluate_stored(ctx, model, dataset, split="test", project=None, fingerprint: str | None = None,
+                    model_name: str = "") -> dict:
+    """The evaluation of `model` (called `model_name` in the project) on a split, or on a `TestSet`
+    stored under its name: read back when the project holds one of these weights on these inputs (a
+    damaged one is computed again), else computed and saved to `project`."""
     from workbench.core.training import evaluate
 
     fingerprint = fingerprint or model.fingerprint()
+    model_name = model_name or model.name
     data, split = split, split if isinstance(split, str) else split.name
+    inputs = "" if isinstance(data, str) else inputs_identity(data)
     if project is not None:
-        found = find_evaluation(project, model.name, fingerprint, dataset.name, split)
+        found = find_evaluation(project, model_name, fingerprint, dataset.name, split, inputs)
         if found is not None:
             try:
                 ctx.progress(0, 1, f"reading {found}")
@@ -70,5 +92,5 @@ def evaluate_stored(ctx, model, dataset, split="test", project=None, fingerprint
     result = evaluate(ctx, model, dataset, data)
     result["device"] = str(ctx.device)
     if project is not None and not project.read_only:
-        save_evaluation(project, model, dataset, split, result, result["device"])
+        save_evaluation(project, model, dataset, split, result, result["device"], model_name, inputs)
     return result

@@ -22,3 +22,15 @@ def own_thread(hook: Callable) -> Callable:
         return None
 
     return guarded
+
+
+def private_copy(module):
+    """A deep copy of `module` for one job to train or change, without the hooks other jobs had
+    registered on the original when it was copied (they would fire on the copy's passes)."""
+    import copy
+
+    clone = copy.deepcopy(module)
+    for sub in clone.modules():
+        sub._forward_hooks.clear()
+        sub._forward_pre_hooks.clear()
+    return clone

@@ -42,7 +42,8 @@ PROJECT_VERSION = 1
 SETTINGS = "project.json"
 LOCK = ".project.lock"
 ARTIFACTS = "artifacts"
-#: A temporary file this old belongs to a writer that died (a live one touches it as it writes).
+#: A temporary file of an unknown writer this old is left over from a crash. A staged artifact names
+#: its writer's process instead, and is removed only once that process has gone.
 STALE_TEMP_S = 3600.0
 SECTIONS = (("datasets", list), ("models", list), ("testsets", list), ("artifacts", dict), ("gui", dict))
 
@@ -67,6 +68,21 @@ class StagedArtifact:
     name: str
     entry: dict  # the index entry it gets: kind, file, provenance
     temporary: Path
+
+
+def _writer_alive(tmp: Path) -> bool | None:
+    """Whether the process that staged `tmp` still runs (its pid is in the name); None when unknown."""
+    parts = tmp.name.split(".")
+    pid = next((int(p[3:]) for p in parts if p.startswith("pid") and p[3:].isdigit()), None)
+    if pid is None:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # it exists but belongs to someone else
+        return True
+    return True
 
 
 def _read_settings(folder: Path) -> dict:
@@ -148,10 +164,16 @@ class Project:
                 return cls.open(folder)
             raise
 
-    def reload(self) -> None:
-        """Read the settings again, with what other processes have saved since."""
-        self._adopt(_read_settings(self.folder))
+    def reload(self) -> bool:
+        """Read the settings again, with what other processes have saved since; True when they changed."""
+        before = _without_marks(self.settings)
+        if self.read_only:
+            self._adopt(_read_settings(self.folder))
+        else:
+            with self._locked():  # adopted in the order written, like `update`
+                self._adopt(_read_settings(self.folder))
         self._check_artifacts(only_new=True)
+        return _without_marks(self.settings) != before
 
     def _check_artifacts(self, only_new: bool = False) -> None:
         """Read every artifact's header; a missing or damaged file is marked and reported."""
@@ -159,7 +181,7 @@ class Project:
             if only_new and name in self._checked:
                 continue
             try:
-                read_artifact(self.folder / entry["file"])
+                read_artifact(self.artifact_path(entry))
             except WorkbenchError as exc:
                 if name not in self.damaged:
                     self.problems.append(f"{name}: {exc.message}")
@@ -169,7 +191,7 @@ class Project:
 
     def _adopt(self, settings: dict) -> None:
         """Take `settings` as the current ones, keeping the marks of damaged artifacts."""
-        for name, message in self.damaged.items():
+        for name, message in list(self.damaged.items()):
             if name in settings["artifacts"]:
                 settings["artifacts"][name]["problem"] = message
         self.settings = settings
@@ -196,6 +218,17 @@ class Project:
 
     def artifacts(self, kind: str | None = None) -> dict[str, dict]:
         return {n: e for n, e in self.settings["artifacts"].items() if kind is None or e["kind"] == kind}
+
+    def artifact_path(self, entry: dict) -> Path:
+        """The file of an index entry; one that points outside the project's artifacts is refused, so a
+        shared or edited project.json can never make the workbench read or delete other files."""
+        root = (self.folder / ARTIFACTS).resolve()
+        path = (self.folder / str(entry.get("file", ""))).resolve()
+        if root not in path.parents:
+            raise WorkbenchError(f"The project index points at {entry.get('file')!r}, outside the project's "
+                                 f"{ARTIFACTS} folder.", "Remove that entry from project.json, or restore it from "
+                                 "project.json.bak.")
+        return path
 
     def add_dataset(self, name: str) -> None:
         def change(settings):
@@ -254,18 +287,20 @@ class Project:
         record = provenance(kind=kind, **how)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.pid{os.getpid()}.", suffix=".tmp", dir=target.parent)
         except OSError as exc:
             raise WorkbenchError(f"Cannot write in {target.parent}: {exc.strerror}.",
                                  "Choose a folder you can write to, or fix its permissions.") from exc
         os.close(fd)
+        entry = {"kind": kind, "file": file, "provenance": record,
+                 "shapes": {key: list(np.shape(value)) for key, value in arrays.items()}}
         try:
             write_artifact_file(Path(tmp), kind, arrays, record, name)
             flush_to_disk(tmp)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-        return StagedArtifact(name, {"kind": kind, "file": file, "provenance": record}, Path(tmp))
+        return StagedArtifact(name, entry, Path(tmp))
 
     def commit(self, staged: list[StagedArtifact]) -> None:
         """Rename staged artifacts into place and index them, all in one change of the settings."""
@@ -275,10 +310,18 @@ class Project:
 
         def change(settings):
             for item in staged:
-                os.replace(item.temporary, self.folder / item.entry["file"])
+                try:
+                    os.replace(item.temporary, self.folder / item.entry["file"])
+                except FileNotFoundError as exc:
+                    raise WorkbenchError(f"The result {item.name!r} could not be stored: its temporary file "
+                                         "was removed before the job finished.",
+                                         "Run the job again; results stored before are unaffected.") from exc
                 old = settings["artifacts"].get(item.name)
                 if old and old.get("file") != item.entry["file"]:
-                    replaced.append(self.folder / old["file"])
+                    try:
+                        replaced.append(self.artifact_path(old))
+                    except WorkbenchError:
+                        pass  # an entry that pointed outside the project: dropped, its file left alone
                 settings["artifacts"][item.name] = item.entry
                 self.damaged.pop(item.name, None)
 
@@ -296,7 +339,7 @@ class Project:
         """Read an artifact back; with `kind`, refuse one of another kind."""
         if name not in self.settings["artifacts"]:
             raise WorkbenchError(f"The project has no result named {name!r}.", "It may have been deleted.")
-        artifact = read_artifact(self.folder / self.settings["artifacts"][name]["file"])
+        artifact = read_artifact(self.artifact_path(self.settings["artifacts"][name]))
         if kind is not None and artifact.kind != kind:
             raise WorkbenchError(f"Result {name!r} is a {artifact.kind} result, not a {kind} result.",
                                  f"Choose a {kind} result.")
@@ -312,10 +355,15 @@ class Project:
 
     def delete_artifact(self, name: str) -> None:
         self.ensure_writable()
-        removed: list[dict] = []
-        self.update(lambda settings: removed.append(settings["artifacts"].pop(name, None)))
-        if removed[0]:
-            (self.folder / removed[0]["file"]).unlink(missing_ok=True)
+        def change(settings):
+            entry = settings["artifacts"].pop(name, None)
+            if entry is not None:  # under the lock, so no other process re-indexes the file meanwhile
+                try:
+                    self.artifact_path(entry).unlink(missing_ok=True)
+                except WorkbenchError:
+                    pass  # an entry that pointed outside the project: dropped, its file left alone
+
+        self.update(change)
 
     # --- saving ------------------------------------------------------------------------------------
 
@@ -336,7 +384,7 @@ class Project:
             settings = _read_settings(self.folder) if (self.folder / SETTINGS).exists() else self.settings
             result = change(settings)
             write_json(self.folder / SETTINGS, _without_marks(settings))
-        self._adopt(settings)
+            self._adopt(settings)  # inside the lock: two threads' changes are adopted in the order written
         return result
 
     def repair(self) -> list[str]:
@@ -347,9 +395,10 @@ class Project:
         if not folder.is_dir():
             return notes
         now = time.time()
-        for tmp in folder.rglob(".*.tmp"):
+        for tmp in [*folder.rglob(".*.tmp"), *self.folder.glob(f".{SETTINGS}*.tmp")]:
             try:
-                if now - tmp.stat().st_mtime > STALE_TEMP_S:
+                alive = _writer_alive(tmp)
+                if alive is False or (alive is None and now - tmp.stat().st_mtime > STALE_TEMP_S):
                     tmp.unlink()
             except OSError:
                 pass  # another process removed or renamed it meanwhile

@@ -109,8 +109,10 @@ class StagedProject:
             self.discard()
 
 
-def run_staged(ctx, job: Callable, project: Project | None, *args, reuse: bool = True, **kwargs):
-    """Run `job(ctx, *args, project=staged, **kwargs)` and commit what it saved once it has finished.
+def run_staged(ctx, job: Callable, project: Project | None, *args, reuse: bool = True,
+               on_commit: Callable[[StagedProject], None] | None = None, **kwargs):
+    """Run `job(ctx, *args, project=staged, **kwargs)` and commit what it saved once it has finished;
+    `on_commit(staged)` is told what was committed (and what could not be stored).
 
     Cancelling up to the moment of the commit stores nothing. Without a project the job runs with
     `project=None` and stores nothing.
@@ -120,4 +122,6 @@ def run_staged(ctx, job: Callable, project: Project | None, *args, reuse: bool =
     with StagedProject(project, reuse=reuse) as staged:
         result = job(ctx, *args, project=staged, **kwargs)
         ctx.check()  # the last moment to cancel before anything is stored
+    if on_commit is not None:
+        on_commit(staged)
     return result

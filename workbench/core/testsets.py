@@ -131,14 +131,19 @@ def content_ids(images: np.ndarray) -> np.ndarray:
     return np.asarray(ids, dtype=str)
 
 
-def from_artifact(project, name: str, class_names: list[str] | None = None) -> TestSet:
+def from_artifact(project, name: str, class_names: list[str] | None = None, dataset: Dataset | None = None,
+                  _depth: int = 0) -> TestSet:
     """A test set stored in the project: images `x`, labels `y`, optional `ids` and per-input columns;
     or a stored subset (`indices` of another set, named in its provenance as `of`)."""
     artifact = project.load_artifact(name, kind="testset")
     how = artifact.provenance
     if how.get("role") == "subset":
-        parent = resolve(project, how["of"], _depth=1)
-        return parent.subset(artifact["indices"], rule=how.get("rule", ""), name=name)
+        parent = resolve(project, str(how.get("of", "")), dataset, _depth=_depth + 1)
+        indices = np.asarray(artifact["indices"], dtype=np.int64)
+        if len(indices) and (indices.min() < 0 or indices.max() >= len(parent)):
+            raise WorkbenchError(f"Subset {name!r} picks inputs beyond the {len(parent):,} of {parent.name!r}.",
+                                 f"{parent.name!r} was made again since; make the subset again.")
+        return parent.subset(indices, rule=how.get("rule", ""), name=name)
     images = next((artifact[k] for k in ("x", "images") if k in artifact.names), None)
     labels = next((artifact[k] for k in ("y", "labels") if k in artifact.names), None)
     if images is None:
@@ -177,8 +182,15 @@ def save_subset(project, name: str, subset: TestSet, **how) -> dict:
 # --- subsets by rule --------------------------------------------------------------------------------
 
 def _rule_options(rule: str) -> tuple[str, dict[str, str]]:
-    """'sample=500 seed=1' → ('sample', {'sample': '500', 'seed': '1'})."""
-    parts = rule.split()
+    """'sample=500 seed=1' → ('sample', {'sample': '500', 'seed': '1'}); quote a value with spaces:
+    'class="Ankle boot"'."""
+    import shlex
+
+    try:
+        parts = shlex.split(rule)
+    except ValueError as exc:
+        raise WorkbenchError(f"The subset rule [{rule}] has an unbalanced quote.",
+                             'Quote a value with spaces whole, e.g. [class="Ankle boot"].') from exc
     if not parts:
         raise WorkbenchError("An empty subset rule [] was given.", f"Use one of: {', '.join(SUBSET_RULES)}.")
     options = {}
@@ -300,7 +312,7 @@ def resolve(project, text: str, dataset: Dataset | None = None, model=None, ctx=
     entries = {t["name"]: t for t in project.testsets} if project is not None else {}
     entry = entries.get(text)
     if entry and entry.get("artifact"):
-        return from_artifact(project, entry["artifact"], class_names)
+        return from_artifact(project, entry["artifact"], class_names, dataset, _depth)
     base, split = (entry["dataset"], entry.get("split", "test")) if entry else (None, None)
     if base is None:
         if dataset is not None and text in dataset.splits:
@@ -344,11 +356,12 @@ class TestSetInfo:
 
 def list_testsets(project) -> list[TestSetInfo]:
     """Every test set the project lists: dataset splits first, then stored sets with their sources and
-    sizes (read from the files' headers, not their data)."""
+    sizes (from the index, or older files' headers; never their data)."""
     out = []
-    for entry in project.settings["testsets"]:
-        source = Source("split", entry.get("dataset", ""), split=entry.get("split", "test"))
-        out.append(TestSetInfo(entry["name"], source))
+    for entry in project.testsets:
+        if not entry.get("artifact"):
+            source = Source("split", entry.get("dataset", ""), split=entry.get("split", "test"))
+            out.append(TestSetInfo(entry["name"], source))
     for name, entry in project.artifacts("testset").items():
         how = entry.get("provenance", {})
         role = stored_role(how)
@@ -362,6 +375,10 @@ def list_testsets(project) -> list[TestSetInfo]:
 def _stored_size(project, name: str, entry: dict) -> int | None:
     if "problem" in entry:
         return None
+    shapes = entry.get("shapes", {})
+    key = next((k for k in ("y", "labels", "indices") if k in shapes), None)
+    if key is not None:
+        return int(shapes[key][0])
     try:
         artifact = project.load_artifact(name)
         key = next((k for k in ("y", "labels", "indices") if k in artifact.names), None)

@@ -75,7 +75,8 @@ class TestSetChoice:
         return np.flatnonzero(wrong if self.subset == "misclassified" else ~wrong).astype(np.int64)
 
 
-def test_set_choices(project, dataset_spec: str, splits: dict[str, int]) -> list[TestSetChoice]:
+def test_set_choices(project, dataset_spec: str, splits: dict[str, int],
+                     dataset_names: set[str] | None = None) -> list[TestSetChoice]:
     """The sets offered for the selected dataset (`splits`: its split sizes), then the project's other
     test sets: other datasets' splits and every stored set (pools, fp_test, fuzzer tests, selections,
     subsets), measured against the selected dataset's criteria. A stored set made from another
@@ -94,8 +95,9 @@ def test_set_choices(project, dataset_spec: str, splits: dict[str, int]) -> list
     for info in list_testsets(project):
         if info.source.kind != "split":
             made_from = info.source.dataset
+            known = (dataset_names or set()) | {dataset_spec}  # the names results record for this dataset
             reason = (f"{info.name} was made from {made_from}; select that dataset to measure it."
-                      if made_from and made_from != dataset_spec else info.problem)
+                      if made_from and made_from not in known else info.problem)
             choices.append(TestSetChoice(f"stored:{info.name}", info.name, dataset_spec, "", stored=info.name,
                                          description=f"{info.name} — {info.source.describe()}"
                                          + (f", {info.size:,} inputs" if info.size is not None else ""),

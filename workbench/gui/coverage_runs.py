@@ -2,7 +2,7 @@
 
 A `CoverageRequest` says what to measure (model, dataset, IDC layer, m, criteria); each chosen test
 set becomes a `SetRun`. The sets are measured in turn, not side by side: the first job fits the
-criteria on the training data and the session stores the fits, so the next set's job finds them in
+criteria on the training data and stores the fits when it finishes, so the next set's job finds them in
 the project and only measures (a read-only project fits again). Before a set can run, what it
 needs is fetched through the session, once for every view that asks: the datasets, the stored
 evaluation of the model (for the correct/misclassified sets) and the layer's neuron importance (for
@@ -21,7 +21,7 @@ from workbench.core.coverage.measure import CoverageProgress, SetCoverage, kmnc_
 from workbench.core.coverage.registry import criterion_groups
 from workbench.core.errors import WorkbenchError
 from workbench.gui.coverage_choices import TestSetChoice
-from workbench.gui.jobs import INTERACTIVE, LONG, Job
+from workbench.gui.jobs import LONG, Job
 from workbench.gui.keyed_jobs import KeyedJobs
 from workbench.gui.session import Session
 
@@ -280,7 +280,7 @@ class CoverageRuns(QObject):
         self.sections.run(cache_key, f"KMNC sections of {run.choice.title} in {request.model}", kmnc_sections,
                           session.models[request.model].model, session.datasets[request.dataset], run.test_split,
                           run.test_indices, result.criterion, result.provenance.get("activation_point", "post"),
-                          lane=INTERACTIVE, view="coverage")
+                          lane=LONG, view="coverage")
         return None
 
     def sections_running(self, key: str) -> bool:

@@ -24,6 +24,7 @@ to save a result and the UI thread never writes arrays.
 from __future__ import annotations
 
 import itertools
+import sys
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -39,6 +40,8 @@ QUEUED, RUNNING, DONE, CANCELLED, FAILED = "queued", "running", "done", "cancell
 ACTIVE_STATES = (QUEUED, RUNNING)
 LONG, INTERACTIVE, IO = "long", "interactive", "io"
 LANES = {LONG: 1, INTERACTIVE: 1, IO: 2}  # threads per lane
+KEPT_FINISHED = 200  # finished jobs (and their results) kept for the jobs panel
+UI_SWITCH_INTERVAL_S = 0.001
 
 # Progress signals are throttled: 20 updates a second keep a bar smooth and cost the UI nothing,
 # where a training loop reporting every batch would send hundreds.
@@ -91,6 +94,7 @@ class _Bridge(QObject):
     device = Signal(str)
     progress = Signal(int, int, str)
     partial = Signal(object)
+    saved = Signal(list, list)  # artifacts committed, results that could not be stored (before finished)
     finished = Signal(object)
     failed = Signal(object, str)
     cancelled = Signal()
@@ -151,26 +155,26 @@ class Job(QObject):
         self.bridge.device.connect(self._on_device)
         self.bridge.progress.connect(self._on_progress)
         self.bridge.partial.connect(self.partial)
+        self.bridge.saved.connect(self._on_saved)
         self.bridge.finished.connect(self._on_finished)
         self.bridge.failed.connect(self._on_failed)
         self.bridge.cancelled.connect(self._on_cancelled)
         self.uses_device = uses_device
+        self.pool: QThreadPool | None = None  # the lane's pool, once submitted
         if project is not None:
             fn = self._staged(fn, project, reuse)
         self.runnable = _Runnable(self, fn, args, kwargs, uses_device)
 
     def _staged(self, fn: Callable, project, reuse: bool) -> Callable:
-        """`fn` saving through a `StagedProject` committed when it has finished (on the worker thread)."""
-        from workbench.core.staging import StagedProject
+        """`fn` saving through `run_staged` (committed on the worker thread when it has finished); what
+        was stored reaches the record through the bridge, before the result does."""
+        from workbench.core.staging import run_staged
 
-        record = self.record
+        saved = self.bridge.saved
 
         def run(ctx, *args, **kwargs):
-            with StagedProject(project, reuse=reuse) as staged:
-                result = fn(ctx, *args, project=staged, **kwargs)
-                ctx.check()  # the last moment to cancel before anything is stored
-            record.saved, record.unsaved = list(staged.committed), list(staged.unsaved)
-            return result
+            return run_staged(ctx, fn, project, *args, reuse=reuse,
+                              on_commit=lambda staged: saved.emit(staged.committed, staged.unsaved), **kwargs)
 
         return run
 
@@ -179,10 +183,12 @@ class Job(QObject):
         return self.record.name
 
     def cancel(self) -> None:
-        """Ask the job to stop at its next progress report; a queued job never starts."""
+        """Ask the job to stop at its next progress report; a queued job leaves its lane at once."""
         if self.record.active:
             self.ctx.cancel()
             self.record.message = "cancelling…"
+            if self.record.state == QUEUED and self.pool is not None and self.pool.tryTake(self.runnable):
+                self._on_cancelled()
 
     # --- worker thread ---------------------------------------------------------------------------
 
@@ -202,6 +208,9 @@ class Job(QObject):
     def _on_device(self, device: str) -> None:
         self.record.device = device
         self.device_known.emit(device)
+
+    def _on_saved(self, committed: list, unsaved: list) -> None:
+        self.record.saved, self.record.unsaved = list(committed), list(unsaved)
 
     def _on_progress(self, done: int, total: int, message: str) -> None:
         r = self.record
@@ -247,6 +256,7 @@ class JobRunner(QObject):
     job_ended = Signal(object)
     job_failed = Signal(object)  # a failed job whose error should be shown to the user
     project_saved = Signal(object)  # a job that committed artifacts to the project
+    job_forgotten = Signal(object)  # an old finished job dropped to bound memory (the panel drops its row)
     device_found = Signal(str)  # the first device description a job reported
 
     def __init__(self, parent: QObject | None = None):
@@ -261,6 +271,10 @@ class JobRunner(QObject):
         self._closed = False
         ui_gc.acquire()
         self._holds_gc = True
+        # A worker running Python (a training loop's small steps) hands the GIL over when the UI thread
+        # asks, after at most this long: 1 ms instead of Python's 5 ms keeps the window's ticks on time.
+        self._switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(self._switch_interval, UI_SWITCH_INTERVAL_S))
 
     def submit(self, name: str, fn: Callable, *args, device: str = "auto", uses_device: bool = True,
                report_errors: bool = True, lane: str | None = None, project=None, reuse: bool = True,
@@ -290,7 +304,9 @@ class JobRunner(QObject):
             job.ctx.cancel()
             job._on_cancelled()
         else:
-            self.pools[lane].start(job.runnable)
+            job.pool = self.pools[lane]
+            job.pool.start(job.runnable)
+            self._forget_old()
         return job
 
     def waiting_for(self, job: Job) -> list[Job]:
@@ -311,8 +327,19 @@ class JobRunner(QObject):
             self.job_changed.emit(job)
 
     def clear_finished(self) -> None:
-        """Forget finished jobs (the panel drops their rows)."""
+        """Forget finished jobs (the panel drops their rows); their results go with them."""
+        finished = [j for j in self.jobs if not j.record.active]
         self.jobs = [j for j in self.jobs if j.record.active]
+        for job in finished:
+            job.deleteLater()
+
+    def _forget_old(self) -> None:
+        """Keep at most KEPT_FINISHED finished jobs: a long session must not hold every result forever."""
+        finished = [j for j in self.jobs if not j.record.active]
+        for job in finished[:max(0, len(finished) - KEPT_FINISHED)]:
+            self.jobs.remove(job)
+            self.job_forgotten.emit(job)
+            job.deleteLater()
 
     def shutdown(self, timeout_ms: int = 15000) -> bool:
         """Cancel every job and wait for the worker threads (`timeout_ms` < 0: as long as it takes);
@@ -327,6 +354,7 @@ class JobRunner(QObject):
         if stopped and self._holds_gc:
             self._holds_gc = False
             ui_gc.release()
+            sys.setswitchinterval(self._switch_interval)
         return stopped
 
     def active_thread_count(self) -> int:

@@ -33,7 +33,7 @@ class KeyedJobs(QObject):
         self.results: dict[Hashable, Any] = {}
         self.errors: dict[Hashable, BaseException] = {}
         self.details: dict[Hashable, str] = {}  # key → the traceback of an unexpected error
-        self.jobs: dict[Hashable, Job] = {}  # the newest job per key, finished or not
+        self.jobs: dict[Hashable, Job] = {}  # the job of each key while it runs (or waits)
         self._groups: dict[Hashable, Hashable] = {}
         # what a cancelled key records as its error (None: nothing, the key can simply be asked again)
         self.cancelled_error = cancelled_error
@@ -90,29 +90,42 @@ class KeyedJobs(QObject):
         self._groups[key] = group
         record = job.record  # the slots keep the record, not the job: a slot holding its sender leaks it
 
+        def current() -> bool:  # a superseded job's end must not touch the key's newer job
+            newer = self.jobs.get(key)
+            return newer is not None and newer.record.id == record.id
+
         def finished(result) -> None:
-            self.results.pop(key, None)
-            self.results[key] = result
-            while self.keep is not None and len(self.results) > self.keep:
-                del self.results[next(iter(self.results))]
+            if current():
+                self.errors.pop(key, None)
+                self.results.pop(key, None)
+                self.results[key] = result
+                while self.keep is not None and len(self.results) > self.keep:
+                    del self.results[next(iter(self.results))]
 
         def failed(exc: BaseException) -> None:
-            self.errors[key], self.details[key] = exc, record.details
+            if current():
+                self.errors[key], self.details[key] = exc, record.details
 
         def cancelled() -> None:
-            if self.cancelled_error is not None:
+            if current() and self.cancelled_error is not None:
                 self.errors[key], self.details[key] = self.cancelled_error(name), ""
+
+        def ended() -> None:
+            if current():
+                del self.jobs[key]  # the result is kept in `results`; the job itself can go
+                self.ended.emit(key)
 
         job.finished.connect(finished)  # before `then`: the result is in place when it runs
         if then is not None:
             job.finished.connect(then)
         job.failed.connect(failed)
         job.cancelled.connect(cancelled)
-        job.ended.connect(lambda: self.ended.emit(key))
+        job.ended.connect(ended)
         return job
 
     def is_current(self, key: Hashable, job_id: int) -> bool:
-        """Whether job `job_id` is still the job of `key` and was not cancelled (its partial results count)."""
+        """Whether job `job_id` is still the running job of `key` and was not cancelled (its partial
+        results count)."""
         current = self.jobs.get(key)
         return current is not None and current.record.id == job_id and not current.ctx.cancelled
 

@@ -85,7 +85,8 @@ class ProjectPanel(QWidget):
         testsets = self._group("Test sets", len(infos))
         for info in infos:  # dataset splits, then stored sets: pools, fp_test, fuzzer tests, selections, subsets
             source, size = info.source, info.size
-            dataset = source.dataset or (project.datasets[0] if project.datasets else "")
+            dataset = next((spec for spec in project.datasets if source.dataset in self.session.dataset_names(spec)),
+                           project.datasets[0] if project.datasets else "")
             if source.kind == "split":
                 data = self.session.datasets.get(source.dataset)
                 size = len(data.splits[source.split]) if data is not None and source.split in data.splits else None

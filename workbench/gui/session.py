@@ -13,17 +13,19 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QFileSystemWatcher, QObject, QTimer, Signal
 
 from workbench.core.data import Dataset
 from workbench.core.errors import WorkbenchError
 from workbench.core.evaluation import evaluation_name
 from workbench.core.model_io import ModelBundle
 from workbench.core.project import Project
+from workbench.gui import ui_gc
 from workbench.gui.jobs import INTERACTIVE, IO, LONG, Job, JobRunner
 from workbench.gui.keyed_jobs import KeyedJobs
 
 EvaluationKey = tuple  # (model name, dataset spec, split)
+RELOAD_DELAY_MS = 300  # a burst of writes by another process is read once
 ImportanceKey = tuple  # (model name, dataset spec, layer)
 
 
@@ -75,10 +77,18 @@ class Session(QObject):
         self.evaluation_errors: dict[EvaluationKey, BaseException] = self._evaluations.errors
         self.importances: dict[ImportanceKey, object] = self._importances.results  # core ImportanceResult
         self.importance_errors: dict[ImportanceKey, BaseException] = self._importances.errors
-        self.importance_jobs: dict[ImportanceKey, Job] = self._importances.jobs  # the newest job per key
+        self.importance_jobs: dict[ImportanceKey, Job] = self._importances.jobs  # the running job per key
+        self.importance_details: dict[ImportanceKey, str] = self._importances.details  # tracebacks of failures
         self._testsets = self._keyed(None, self.testset_loaded, self.testset_loaded)
         self.testset_errors = self._testsets.errors  # (spec, name) → why a stored test set cannot be read
         runner.project_saved.connect(self._on_saved)
+        # Another process (a CLI run, a second window) may write the project: its results show up here.
+        self._watcher = QFileSystemWatcher([str(project.folder)], self)
+        self._reload_timer = QTimer(self)
+        self._reload_timer.setSingleShot(True)
+        self._reload_timer.setInterval(RELOAD_DELAY_MS)
+        self._reload_timer.timeout.connect(self._reload_project)
+        self._watcher.directoryChanged.connect(lambda _: self._reload_timer.start())
         self._when_ready: list[Callable[[], None]] = []
         self._trusted: set[str] = set()  # model files the user trusted in this session
 
@@ -88,9 +98,25 @@ class Session(QObject):
         jobs.ended.connect(lambda key: (failed if key in jobs.errors else ready).emit(key))
         return jobs
 
+    def _reload_project(self) -> None:
+        try:
+            changed = self.project.reload()
+        except WorkbenchError as exc:  # a damaged project.json: what was read before stays
+            self.message.emit(f"The project file could not be read again: {exc.message}")
+            return
+        if changed:
+            self.project_changed.emit()
+
     def _on_saved(self, job: Job) -> None:
-        """A job committed results to the project: views and the project panel show them."""
+        """A job committed results to the project: views and the project panel show them. A stored test
+        set it replaced is read again when next asked for."""
+        self._forget_testsets(set(job.record.saved))
         self.project_changed.emit()
+
+    def _forget_testsets(self, names: set[str]) -> None:
+        if names:
+            self._testsets.forget(lambda key: key[1] not in names)
+            self._evaluations.forget(lambda key: key[2] not in names)
 
     # --- start-up ----------------------------------------------------------------------------------
 
@@ -106,6 +132,7 @@ class Session(QObject):
     def _on_warmed_up(self, report) -> None:
         if report is not None:
             self.device, self.plugin_reports = report.device, report.plugins
+        ui_gc.freeze()
         self.is_ready = True
         self.ready.emit()
         pending, self._when_ready = self._when_ready, []
@@ -137,7 +164,7 @@ class Session(QObject):
             return None
         return self._datasets.run(spec, f"{'Download' if download else 'Load'} dataset {spec}", load_dataset_job,
                                   spec, download=download, uses_device=False, lane=IO, then=then, cached=True,
-                                  report_errors=True)
+                                  report_errors=True, view="data")
 
     def dataset_title(self, spec: str) -> str:
         """A short name for a dataset spec: the registry name, or a path's file name."""
@@ -174,12 +201,21 @@ class Session(QObject):
                                uses_device=False, lane=IO, view="data")
         return None
 
+    def dataset_names(self, spec: str) -> set[str]:
+        """Every name results record for dataset `spec`: the spec, the dataset's name, its registry key."""
+        data = self.datasets.get(spec)
+        names = {spec}
+        if data is not None:
+            names |= {data.name, str(data.recipe.get("name", data.name))}
+        return names
+
     def stored_testsets(self, spec: str) -> list:
         """The project's stored test sets that can be measured with dataset `spec` (`TestSetInfo`s)."""
         from workbench.core.testsets import list_testsets
 
+        names = self.dataset_names(spec) | {""}
         return [info for info in list_testsets(self.project)
-                if info.source.kind != "split" and not info.problem and info.source.dataset in ("", spec)]
+                if info.source.kind != "split" and not info.problem and info.source.dataset in names]
 
     # --- models ------------------------------------------------------------------------------------
 
@@ -262,7 +298,7 @@ class Session(QObject):
     def evaluate(self, model: str, dataset: str, split: str, force: bool = False) -> Job | None:
         """Evaluate a model on a split: reuse a stored evaluation of the same weights, else compute and
         store it (the job saves it; a stored one that cannot be read is computed again)."""
-        from workbench.core.evaluation import evaluate_stored, find_evaluation
+        from workbench.core.evaluation import evaluate_stored, find_evaluation, inputs_identity
 
         key: EvaluationKey = (model, dataset, split)
         if (key in self.evaluations and not force) or self._evaluations.running(key):
@@ -279,9 +315,11 @@ class Session(QObject):
             job = self._testsets.jobs[(dataset, split)]
             job.finished.connect(lambda _: self.evaluate(model, dataset, split, force))
             return job
-        stored = not force and find_evaluation(self.project, model, bundle.fingerprint, data.name, split) is not None
+        identity = "" if split in data.splits else inputs_identity(inputs)
+        stored = not force and find_evaluation(self.project, model, bundle.fingerprint, data.name, split,
+                                               identity) is not None
         name = f"{'Load evaluation of' if stored else 'Evaluate'} {model} on {data.name}:{split}"
-        return self._evaluations.run(key, name, evaluate_stored, bundle.model, data, inputs,
+        return self._evaluations.run(key, name, evaluate_stored, bundle.model, data, inputs, model_name=model,
                                      fingerprint=bundle.fingerprint, lane=IO if stored else INTERACTIVE,
                                      project=self.project, reuse=not force, view="model", report_errors=True)
 
@@ -289,6 +327,7 @@ class Session(QObject):
         if self._write(lambda: self.project.delete_artifact(name)):
             self._evaluations.forget(lambda k: evaluation_name(k[0], self.dataset_title(k[1]), k[2]) != name)
             self._importances.forget(lambda k: getattr(self.importances.get(k), "artifact", None) != name)
+            self._forget_testsets({name})
             self.project_changed.emit()
 
     # --- neuron importance -------------------------------------------------------------------------

@@ -109,6 +109,17 @@ def build_pool(ctx, model, split, eps: float, attacks=ATTACKS, seed: int = 0, ba
                          scores, probs, params)
 
 
+def fuzzer_candidates(ctx, model, tests, x0, eps: float, loss_mode: str = "logits", batch_size: int = 256,
+                      what: str = "fuzzer tests") -> CandidatePool:
+    """The fuzzer's tests (a `FuzzResult`) as pool candidates, scored like the attacks' against their
+    clean seeds `x0`, so they can join a pool and be selected (attack "fuzz")."""
+    from workbench.core.robustness.fuzzing import ATTACK_NAME
+
+    scores, probs = score_candidates(ctx, model, tests.images, tests.labels, x0, eps, loss_mode, batch_size)
+    return CandidatePool(tests.images, tests.labels, tests.seed_index, np.full(len(tests), ATTACK_NAME), scores,
+                         probs, {"eps": eps, "loss_mode": loss_mode, "what": what})
+
+
 def merge_pools(first: CandidatePool, second: CandidatePool) -> CandidatePool:
     """One pool from two (e.g. attacks and fuzzer tests); both must score FOL the same way."""
     for key in ("eps", "loss_mode"):

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from workbench.core.errors import WorkbenchError
+from workbench.core.hooks import private_copy
 from workbench.core.model_io import LoadedModel
 from workbench.core.training import run_epoch
 
@@ -143,7 +144,7 @@ def fine_tune(ctx, model: LoadedModel, train, added_images=None, added_labels=No
         raise WorkbenchError(f"There are {len(added_images)} added tests but {len(added_labels)} labels.",
                              "Every added test needs its ground-truth label.")
     device = ctx.device
-    module = copy.deepcopy(model.module).to(device)
+    module = private_copy(model.module).to(device)
     for p in module.parameters():
         p.requires_grad_(True)
     x, y = _as_tensors(train.numpy(), train.labels, device)

@@ -47,7 +47,8 @@ def latest_run(project, what: str, fingerprint: str, eps: float) -> dict | None:
     """The newest stored run of `what` for these weights and ε, read back; None when there is none."""
     entries = [(entry["provenance"].get("created", ""), name) for name, entry in project.artifacts(RUN_KIND).items()
                if "problem" not in entry and entry["provenance"].get("what") == what
-               and entry["provenance"].get("model_fingerprint") == fingerprint
+               and fingerprint in (entry["provenance"].get("model_fingerprint"),
+                                   entry["provenance"].get("params", {}).get("model_fingerprint"))
                and entry["provenance"].get("params", {}).get("eps") == eps]
     for _, name in sorted(entries, reverse=True):
         try:

@@ -92,12 +92,13 @@ def prepare_robustness(ctx: JobContext, model: LoadedModel, dataset: Dataset, ep
 
 def measure_step_rate(ctx: JobContext, model: LoadedModel, image_shape, batch_size: int = 64, steps: int = 3) -> float:
     """Images per second of a training step (forward, backward, Adam update) on a copy of the model."""
-    import copy
     import time
 
     import torch
 
-    module = copy.deepcopy(model.module).to(ctx.device).train()
+    from workbench.core.hooks import private_copy
+
+    module = private_copy(model.module).to(ctx.device).train()
     optimiser = torch.optim.Adam(module.parameters(), lr=1e-4)
     x = torch.rand((batch_size, *image_shape), device=ctx.device)
     y = torch.zeros(batch_size, dtype=torch.long, device=ctx.device)
@@ -200,15 +201,11 @@ def join_fuzzer_tests(ctx: JobContext, base: RobustnessBase, tests, seeds: np.nd
     """
     from dataclasses import replace
 
-    from workbench.core.robustness.fuzzing import ATTACK_NAME
-    from workbench.core.robustness.pool import CandidatePool, merge_pools, score_candidates
+    from workbench.core.robustness.pool import fuzzer_candidates, merge_pools
 
     setup = base.setup
     loss_mode = setup.pool.params.get("loss_mode", "logits")
-    scores, probs = score_candidates(ctx, setup.model, tests.images, tests.labels, seeds, setup.eps, loss_mode)
-    fuzzed = CandidatePool(tests.images, tests.labels, tests.seed_index, np.full(len(tests), ATTACK_NAME), scores,
-                           probs, {"eps": setup.eps, "loss_mode": loss_mode, "what": "fuzzer tests"})
-    pool = merge_pools(setup.pool, fuzzed)
+    pool = merge_pools(setup.pool, fuzzer_candidates(ctx, setup.model, tests, seeds, setup.eps, loss_mode))
     selectable = np.concatenate([setup.selectable, np.arange(len(setup.pool), len(pool))])
     return replace(base, setup=replace(setup, pool=pool, selectable=selectable, covers=None))
 

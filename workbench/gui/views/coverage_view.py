@@ -229,7 +229,8 @@ class CoverageView(AnalysisView):
         """Measure what the controls ask for, if it is not there yet."""
         layer = self.selection.layer
         spec = self.selection.dataset
-        self.choices = test_set_choices(self.session.project, spec, {s: len(v) for s, v in data.splits.items()})
+        self.choices = test_set_choices(self.session.project, spec, {s: len(v) for s, v in data.splits.items()},
+                                        self.session.dataset_names(spec))
         keys = [c.key for c in self.choices]
         if self.set_keys is None or not any(k in keys for k in self.set_keys):
             self.set_keys = default_sets(self.choices)

@@ -51,6 +51,7 @@ GALLERY_SIZE = 9  # images per ranking: a 3×3 grid
 GALLERY_SAMPLE = 10_000  # training images a gallery ranks: a seeded sample keeps it to seconds
 ABLATION_DRAWS = 5
 M_DEBOUNCE_MS = 300  # the ablation waits for the m spin box to rest
+PARTIAL_REDRAW_MS = 250  # running relevance totals are redrawn at most this often
 
 
 def number(value: float) -> str:
@@ -188,6 +189,10 @@ class ImportanceView(AnalysisView):
         self.m_timer.setInterval(M_DEBOUNCE_MS)
         self.m_timer.timeout.connect(self._request_ablation)
 
+        self._partial_timer = QTimer(self)
+        self._partial_timer.setSingleShot(True)
+        self._partial_timer.setInterval(PARTIAL_REDRAW_MS)
+        self._partial_timer.timeout.connect(self._draw_partial)
         session.importance_progress.connect(self._on_progress)
         session.importance_ready.connect(lambda key: key == self.key() and self.refresh())
         session.importance_failed.connect(lambda key: key == self.key() and self.refresh())
@@ -256,10 +261,10 @@ class ImportanceView(AnalysisView):
                                   else "Appears once the relevance of the layer is known.")
         self.recompute_button.setEnabled(False)
         if error is not None:
-            job = self.session.importance_jobs.get(key)
+            details = self.session.importance_details.get(key, "")
             actions = [("Compute again", lambda: self.compute(force=True))]
-            if job is not None and job.record.details:
-                actions.append(("Details…", lambda: report_error(self, error, job.record.details,
+            if details:
+                actions.append(("Details…", lambda: report_error(self, error, details,
                                                                   title="Relevance could not be computed")))
             self.summary.setText("")
             self.heatmap_stack.show_message(f"No relevance for layer {layer}", error_text(error), actions)
@@ -280,6 +285,15 @@ class ImportanceView(AnalysisView):
             self.heatmap.set_marks([], [])
             self.heatmap_stack.show_content()
         self.partial = (key, progress)
+        # Running totals arrive per batch: the first is drawn at once, then the latest a few times a second.
+        if not self._partial_timer.isActive():
+            self._draw_partial()
+            self._partial_timer.start()
+
+    def _draw_partial(self) -> None:
+        if self.partial is None or self.partial[0] != self.key() or self.result is not None:
+            return
+        key, progress = self.partial
         # Per-class sums arrive only with the result: until then one row holds the running totals.
         totals = np.asarray(progress.totals, dtype=np.float64)
         self.heatmap.set_matrix(totals[None, :], ["all classes, so far"], units="relevance (sum over images)",

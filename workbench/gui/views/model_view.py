@@ -2,7 +2,7 @@
 
 The layer catalogue comes with the model (read off a dry run in the loading job). The evaluation
 (accuracy, per-class accuracy, confusion matrix) runs as a job when the model and the dataset fit
-each other; the session stores it in the project and reuses it while the weights are unchanged.
+each other; the evaluation job stores it in the project, and it is reused while the weights are unchanged.
 """
 
 from __future__ import annotations

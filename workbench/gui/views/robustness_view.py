@@ -456,7 +456,7 @@ class RobustnessView(QWidget):
             data, panel.seeds_box.value(), float(panel.time_box.value()), panel.project_box.isChecked(),
             panel.join_box.isChecked(), 0, name, project=self.session.project, lane=LONG, view="robustness",
             group="fuzz", report_errors=False)
-        self._track("fuzz", job, self._fuzz_ended)
+        self._track("fuzz", job, lambda run, exc, data=data: self._fuzz_ended(run, exc, data))
         self._fuzzing_from = self.base
         panel.set_running(True)
         panel.pairs.clear_pairs("Fuzzing…", "Tests appear here when the run ends.")
@@ -464,14 +464,14 @@ class RobustnessView(QWidget):
         job.partial.connect(self._if_current("fuzz", job, lambda p: "tests" in p and panel.pairs.set_progress(
             p["tests"], p["seeds_active"], p["elapsed_s"])))
 
-    def _fuzz_ended(self, run, exc: BaseException | None) -> None:
+    def _fuzz_ended(self, run, exc: BaseException | None, data) -> None:
+        """Show the fuzzer's tests beside their seeds from `data`, the dataset the run fuzzed."""
         panel = self.fuzz
         panel.set_running(False)
         if run is None:
             panel.pairs.clear_pairs("Fuzzing stopped", error_text(exc) if exc else "The run was cancelled.")
             return
         result = self.fuzzed = run.tests
-        data = self.session.datasets[self.selection.dataset]
         seeds = data.split("train").numpy(result.seed_index)
         panel.pairs.set_pairs(seeds, result.images, result.predicted_seed_label, result.adversarial_label,
                               result.grad_l2, result.dist_l2, list(data.class_names))

@@ -34,6 +34,7 @@ from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QWidget
 
+from workbench.core.robustness.scores import GRAD_L2_LABEL
 from workbench.gui.colors import CLASS_PALETTE
 from workbench.gui.widgets.empty_state import fill, headed_stack
 from workbench.gui.widgets.export import ExportButton
@@ -42,7 +43,6 @@ from workbench.gui.widgets.neuron_bars import ReadoutItem
 LOG_DECADES = 6  # a log axis covers at most this many decades below the largest value
 LOW_BIN = -1  # the bin index of the "≤ 0" / "< floor" bin of a log axis
 RUG_SHARE = 0.09  # the rug's height as a share of the tallest bar
-GRAD_L2_LABEL = "grad-L2 (RobOT fuzzer FOL)"
 
 
 def fol_kind_label(kind: str, eps: float | None = None) -> str:

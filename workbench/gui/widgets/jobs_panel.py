@@ -84,6 +84,7 @@ class JobsPanel(QWidget):
         runner.job_changed.connect(lambda job: job.record.state == RUNNING and job.record.done == 0
                                    and self._update_waiting())
         runner.job_ended.connect(self._update_waiting)
+        runner.job_forgotten.connect(self._drop)
         for job in runner.jobs:
             self.add_job(job)
         self._update_buttons()
@@ -179,6 +180,11 @@ class JobsPanel(QWidget):
     def _update_buttons(self) -> None:
         self.cancel_all_button.setEnabled(any(j.record.active for j in self.runner.jobs))
         self.clear_button.setEnabled(any(not j.record.active for j in self.runner.jobs))
+
+    def _drop(self, job: Job) -> None:
+        item = self._items.pop(job.record.id, None)
+        if item is not None:
+            self.tree.takeTopLevelItem(self.tree.indexOfTopLevelItem(item))
 
     def clear_finished(self) -> None:
         self.runner.clear_finished()

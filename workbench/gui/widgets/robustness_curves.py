@@ -105,6 +105,11 @@ class RobustnessCurves(QWidget):
         header.addWidget(self.status, 1)
         header.addWidget(self.export)
         self.legend = top_legend(self.graphics.ci, row=0, columns=6)
+        # What each plot shows, kept between redraws and updated in place: rebuilding every curve, band
+        # and line for each new point held the UI thread for a tenth of a second and more.
+        self._drawn: dict[tuple[str, str], dict] = {}  # (metric, strategy) → its items on the plot
+        self._reference_lines: dict[str, pg.InfiniteLine] = {}
+        self._legend_key: tuple | None = None
         self.readout = ReadoutItem()
         self.graphics.scene().sigMouseMoved.connect(self._on_mouse_moved)
 
@@ -211,7 +216,7 @@ class RobustnessCurves(QWidget):
             self.graphics.ci.removeItem(plot)
         if self.readout.scene() is not None:
             self.graphics.ci.removeItem(self.readout)
-        self.plots = {}
+        self.plots, self._drawn, self._reference_lines = {}, {}, {}
         columns = max(1, min(self.columns, len(metrics)))
         first = None
         for i, metric in enumerate(metrics):
@@ -238,10 +243,12 @@ class RobustnessCurves(QWidget):
         self._layout_metrics = metrics
 
     def _redraw(self) -> None:
-        self.legend.clear()
         if not self.series:
+            self.legend.clear()
+            self._legend_key = None
             for plot in self.plots.values():
                 plot.clear()
+            self._drawn, self._reference_lines = {}, {}
             self.show_message("No robustness results yet",
                               "Retrain with a selection strategy over a range of budgets, or run the convergence "
                               "loop; accuracy and mean FOL are drawn here as the runs finish.")
@@ -252,19 +259,16 @@ class RobustnessCurves(QWidget):
             self._build_plots(metrics)
         all_x = np.concatenate([s.arrays()[0] for s in self.series])
         integer_x = bool(len(all_x)) and np.allclose(all_x, np.round(all_x)) and not self.x_label.lower().startswith("budget")
+        shown = {(s.metric, s.strategy) for s in self.series}
+        for key in [k for k in self._drawn if k not in shown]:  # series that went away
+            for item in self._drawn.pop(key)["items"]:
+                self.plots[key[0]].removeItem(item)
         for metric, plot in self.plots.items():
-            plot.clear()
             plot.setLabel("bottom", self.x_label)
             for s in self.series:
                 if s.metric == metric:
                     self._draw_series(plot, s)
-            if metric in self.references:
-                value, label = self.references[metric]
-                line = pg.InfiniteLine(pos=value, angle=0, pen=pg.mkPen(self._muted(), width=1.5,
-                                                                         style=Qt.PenStyle.DashLine),
-                                       label=label or None, labelOpts={"position": 0.06, "color": self._muted(),
-                                                                        "anchors": [(0, 1), (0, 1)]})
-                plot.addItem(line)
+            self._draw_reference(plot, metric)
             info = METRICS.get(metric)
             if info is not None and info.full_range:
                 plot.setYRange(-7, 107, padding=0)  # room for the 0 and 100 labels inside the axis
@@ -281,7 +285,13 @@ class RobustnessCurves(QWidget):
             pad = 0.5 if integer_x else 0.0
             first = next(iter(self.plots.values()))
             first.setXRange(low - pad, high + pad if high > low else low + 1, padding=0.03)
-        self._fill_legend()
+        legend_key = (tuple(self.strategies()), tuple(max(s.seeds for s in self.series if s.strategy == st)
+                                                      for st in self.strategies()),
+                      any(s.running for s in self.series), any(np.isfinite(s.arrays()[2]).any() for s in self.series))
+        if legend_key != self._legend_key:  # the legend changes only when what it explains does
+            self._legend_key = legend_key
+            self.legend.clear()
+            self._fill_legend()
         self.set_readout("Hover over a plot to read each strategy's value at the nearest point.")
 
     def _fit_y(self, plot: pg.PlotItem, metric: str, percent: bool) -> None:
@@ -315,24 +325,59 @@ class RobustnessCurves(QWidget):
         return color
 
     def _draw_series(self, plot: pg.PlotItem, s: Series) -> None:
+        """The mean line of a series, with its ± 1 sd band, created once and then updated in place."""
         x, mean, sd = s.arrays()
-        if not len(x):
-            return
+        key = (s.metric, s.strategy)
         color = self.color(s.strategy)
         style = Qt.PenStyle.DashLine if s.running else Qt.PenStyle.SolidLine
         has_sd = np.isfinite(sd)
-        if has_sd.any():
-            fill = QColor(color)
-            fill.setAlpha(45)
-            band_sd = np.where(has_sd, sd, 0.0)
-            edge = pg.mkPen(QColor(0, 0, 0, 0))  # the band has no outline; a pen=None curve has no path
-            low = pg.PlotCurveItem(x, mean - band_sd, pen=edge)
-            high = pg.PlotCurveItem(x, mean + band_sd, pen=edge)
-            plot.addItem(low)
-            plot.addItem(high)
-            plot.addItem(pg.FillBetweenItem(low, high, brush=pg.mkBrush(fill)))
-        plot.addItem(pg.PlotDataItem(x, mean, pen=pg.mkPen(color, width=2, style=style), symbol="o",
-                                     symbolSize=5, symbolBrush=color, symbolPen=None))
+        band_sd = np.where(has_sd, sd, 0.0)
+        drawn = self._drawn.get(key)
+        if drawn is None or drawn["band"] is None and has_sd.any() or drawn["color"] != color.name():
+            if drawn is not None:
+                for item in drawn["items"]:
+                    plot.removeItem(item)
+            drawn = self._drawn[key] = {"items": [], "band": None, "color": color.name()}
+            if has_sd.any():
+                fill = QColor(color)
+                fill.setAlpha(45)
+                edge = pg.mkPen(QColor(0, 0, 0, 0))  # the band has no outline; a pen=None curve has no path
+                low = pg.PlotCurveItem(x, mean - band_sd, pen=edge)
+                high = pg.PlotCurveItem(x, mean + band_sd, pen=edge)
+                drawn["band"] = (low, high)
+                drawn["items"] += [low, high, pg.FillBetweenItem(low, high, brush=pg.mkBrush(fill))]
+            drawn["line"] = pg.PlotDataItem(x, mean, pen=pg.mkPen(color, width=2, style=style), symbol="o",
+                                            symbolSize=5, symbolBrush=color, symbolPen=None)
+            drawn["items"].append(drawn["line"])
+            for item in drawn["items"]:
+                plot.addItem(item)
+            return
+        if drawn["band"] is not None:
+            low, high = drawn["band"]
+            low.setData(x, mean - band_sd)
+            high.setData(x, mean + band_sd)
+        drawn["line"].setData(x, mean)
+        drawn["line"].setPen(pg.mkPen(color, width=2, style=style))
+
+    def _draw_reference(self, plot: pg.PlotItem, metric: str) -> None:
+        """The dashed reference line of `metric` (the original model's value, a requirement), if any."""
+        line = self._reference_lines.get(metric)
+        if metric not in self.references:
+            if line is not None:
+                plot.removeItem(self._reference_lines.pop(metric))
+            return
+        value, label = self.references[metric]
+        if line is not None and getattr(line, "label_text", None) == label:
+            line.setValue(value)
+            return
+        if line is not None:
+            plot.removeItem(line)
+        line = pg.InfiniteLine(pos=value, angle=0, pen=pg.mkPen(self._muted(), width=1.5, style=Qt.PenStyle.DashLine),
+                               label=label or None, labelOpts={"position": 0.06, "color": self._muted(),
+                                                                "anchors": [(0, 1), (0, 1)]})
+        line.label_text = label
+        plot.addItem(line)
+        self._reference_lines[metric] = line
 
     def _fill_legend(self) -> None:
         for strategy in self.strategies():
