@@ -336,8 +336,9 @@ class CoverageView(AnalysisView):
     def _on_run_changed(self, key: str) -> None:
         if key not in (self.set_keys or []) or self._table_layout is None:
             return
-        if self.runs.runs[key].state == RUNNING:  # values per batch: redraw at most every REDRAW_MS
+        if self.runs.runs[key].state == RUNNING:  # values per batch: drawn at once, then at most every REDRAW_MS
             if not self._redraw.isActive():
+                self._show_all()
                 self._redraw.start()
         else:
             self._show_all()
