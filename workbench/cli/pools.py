@@ -390,6 +390,7 @@ def cmd_select(args) -> int:
 def cmd_fuzz(args) -> int:
     from workbench.core.robustness.fuzzing import fuzz
     from workbench.core.robustness.pool import STORE_KEYS, fuzzer_candidates, merge_pools
+    from workbench.core.staging import StagedProject
 
     started = time.monotonic()
     model, dataset = load_model_and_data(args)
@@ -451,12 +452,13 @@ def cmd_fuzz(args) -> int:
         project = target.open(key)
         how = {"model": model.name, "model_fingerprint": model.fingerprint(), "dataset": key, "split": args.split,
                "eps_source": eps_source, "command": command_line(args)}
-        project.save_artifact("testset", name, tests.to_arrays(), role="fuzz-tests",
-                              **{k: v for k, v in p.items() if k not in how and k not in STORE_KEYS}, **how)
-        artifact = name
-        if merged is not None:
-            merged_artifact = save_pool(project, merged_name, merged, merged_from=[args.join_pool, name],
-                                        **{k: v for k, v in how.items() if k != "eps_source"})
+        with StagedProject(project) as staged:  # the tests and the merged pool are committed together
+            staged.save_artifact("testset", name, tests.to_arrays(), role="fuzz-tests",
+                                 **{k: v for k, v in p.items() if k not in how and k not in STORE_KEYS}, **how)
+            artifact = name
+            if merged is not None:
+                merged_artifact = save_pool(staged, merged_name, merged, merged_from=[args.join_pool, name],
+                                            **{k: v for k, v in how.items() if k != "eps_source"})
         project.add_model(args.model)
     result = {
         "model": model.name, "model_fingerprint": model.fingerprint(), "dataset": key, "split": args.split,

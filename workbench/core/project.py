@@ -18,7 +18,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ from workbench.core.store import (
     flush_to_disk,
     provenance,
     read_artifact,
+    temporary_beside,
     write_artifact_file,
     write_json,
 )
@@ -285,22 +285,16 @@ class Project:
         file = artifact_file(kind, name)
         target = self.folder / file
         record = provenance(kind=kind, **how)
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.pid{os.getpid()}.", suffix=".tmp", dir=target.parent)
-        except OSError as exc:
-            raise WorkbenchError(f"Cannot write in {target.parent}: {exc.strerror}.",
-                                 "Choose a folder you can write to, or fix its permissions.") from exc
-        os.close(fd)
+        tmp = temporary_beside(target, f"pid{os.getpid()}.")  # names its writer: see `repair`
         entry = {"kind": kind, "file": file, "provenance": record,
                  "shapes": {key: list(np.shape(value)) for key, value in arrays.items()}}
         try:
-            write_artifact_file(Path(tmp), kind, arrays, record, name)
+            write_artifact_file(tmp, kind, arrays, record, name)
             flush_to_disk(tmp)
         except BaseException:
-            Path(tmp).unlink(missing_ok=True)
+            tmp.unlink(missing_ok=True)
             raise
-        return StagedArtifact(name, entry, Path(tmp))
+        return StagedArtifact(name, entry, tmp)
 
     def commit(self, staged: list[StagedArtifact]) -> None:
         """Rename staged artifacts into place and index them, all in one change of the settings."""

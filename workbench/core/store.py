@@ -72,19 +72,26 @@ def file_lock(path: str | os.PathLike):
         handle.close()  # closing releases the lock
 
 
-@contextmanager
-def atomic_path(path: str | os.PathLike):
-    """Yield a temporary path beside `path`; on success it replaces `path`, on failure it vanishes."""
-    path = Path(path)
+def temporary_beside(path: Path, tag: str = "") -> Path:
+    """A new empty hidden file `.<name>.<tag><random>.tmp` in `path`'s folder (created if missing), so a
+    rename onto `path` stays on one file system."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{tag}", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise WorkbenchError(f"Cannot write in {path.parent}: {exc.strerror}.",
                              "Choose a folder you can write to, or fix its permissions.") from exc
     os.close(fd)
+    return Path(tmp)
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike):
+    """Yield a temporary path beside `path`; on success it replaces `path`, on failure it vanishes."""
+    path = Path(path)
+    tmp = temporary_beside(path)
     try:
-        yield Path(tmp)
+        yield tmp
         flush_to_disk(tmp)
         os.replace(tmp, path)
     finally:
