@@ -8,11 +8,7 @@ name with `create_criterion`; plugins add their own with `PluginRegistry.add_cri
 """
 
 from workbench.core.coverage.idc import IDC
-from workbench.core.coverage.measure import (
-           CoverageProgress,
-           CoverageResult,
-           measure_coverage,
-)
+from workbench.core.coverage.measure import CoverageProgress, CoverageResult, measure_coverage
 from workbench.core.coverage.neuron import KMNC, NBC, NC, SNAC, TKNC, TKNP
 from workbench.core.coverage.per_class import PerClass
 from workbench.core.coverage.protocol import CoverageValue, Criterion
