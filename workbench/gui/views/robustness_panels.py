@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.core.errors import WorkbenchError
-from workbench.gui.views.robustness_report import STRATEGY_TITLES
+from workbench.core.robustness.experiment_report import STRATEGY_TITLES
 from workbench.gui.widgets.fuzz_pairs import FuzzPairs
 from workbench.gui.widgets.robustness_curves import RobustnessCurves
 

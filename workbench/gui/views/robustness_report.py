@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-# The experiment's curves are computed in the core (the headless report draws them too); imported
-# here so the views keep finding them beside the other Robustness-view helpers.
-from workbench.core.robustness.experiment_report import (ROW_METRICS, STRATEGY_TITLES, Series,  # noqa: F401
-                                                         experiment_series, strategy_title)
+from workbench.core.robustness.experiment_report import ROW_METRICS, Series, strategy_title
 
 CONVERGENCE_SERIES = "all successes"
 

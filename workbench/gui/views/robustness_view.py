@@ -44,14 +44,18 @@ from PySide6.QtWidgets import (
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.robustness import study
+from workbench.core.robustness.experiment_report import (
+    experiment_series,
+    strategy_title,
+)
 from workbench.gui.errors import report_error
 from workbench.gui.jobs import INTERACTIVE, LONG
 from workbench.gui.keyed_jobs import KeyedJobs
 from workbench.gui.selection import Selection
 from workbench.gui.session import Session
 from workbench.gui.views.robustness_panels import (
-    QUICK_GRID,
     OFFERED,
+    QUICK_GRID,
     ConvergencePanel,
     FuzzPanel,
     RetrainPanel,
@@ -59,9 +63,7 @@ from workbench.gui.views.robustness_panels import (
 from workbench.gui.views.robustness_report import (
     baseline_text,
     convergence_series,
-    experiment_series,
     selection_text,
-    strategy_title,
     table_rows,
 )
 from workbench.gui.views.view_inputs import error_text, ready_inputs
