@@ -137,6 +137,7 @@ def test_content_ids_are_stable_and_unique():
     ids = content_ids(images)
     assert ids[0] != ids[1] and ids[1].startswith(ids[0]) and ids[1].endswith("~1") and len(set(ids)) == 3
     np.testing.assert_array_equal(ids, content_ids(images.copy()))
+    assert content_ids(images[:0]).shape == (0,)  # an empty set has no ids, and no error
 
 
 def test_a_pool_is_a_candidate_pool_and_a_test_set(project, digits):

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from workbench.core.store import lenient_json
+
 EXIT_ERROR = 2
 EXIT_CANCELLED = 130
 
@@ -123,19 +125,9 @@ def say(holder: dict, text: str, file=None) -> None:
 
 def emit(args, result: dict, text: str) -> None:
     if args.json:
-        print(json.dumps(result, indent=2, default=plain))
+        print(json.dumps(result, indent=2, default=lenient_json))
     else:
         print(text)
-
-
-def plain(o):
-    import numpy as np
-
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, np.generic):
-        return o.item()
-    return str(o)
 
 
 def error(message: str, hint: str = ""):

@@ -391,6 +391,7 @@ def cmd_fuzz(args) -> int:
     from workbench.core.robustness.fuzzing import fuzz
     from workbench.core.robustness.pool import STORE_KEYS, fuzzer_candidates, merge_pools
     from workbench.core.staging import StagedProject
+    from workbench.core.testsets import save_testset
 
     started = time.monotonic()
     model, dataset = load_model_and_data(args)
@@ -453,8 +454,8 @@ def cmd_fuzz(args) -> int:
         how = {"model": model.name, "model_fingerprint": model.fingerprint(), "dataset": key, "split": args.split,
                "eps_source": eps_source, "command": command_line(args)}
         with StagedProject(project) as staged:  # the tests and the merged pool are committed together
-            staged.save_artifact("testset", name, tests.to_arrays(), role="fuzz-tests",
-                                 **{k: v for k, v in p.items() if k not in how and k not in STORE_KEYS}, **how)
+            save_testset(staged, name, tests.to_arrays(), role="fuzz-tests",
+                         **{k: v for k, v in p.items() if k not in how and k not in STORE_KEYS}, **how)
             artifact = name
             if merged is not None:
                 merged_artifact = save_pool(staged, merged_name, merged, merged_from=[args.join_pool, name],

@@ -110,6 +110,16 @@ def write_json(path: str | os.PathLike, data: dict, backup: bool = True) -> None
                 shutil.copy2(path, backup_tmp)
 
 
+def lenient_json(o):
+    """Anything as JSON data, for reports and printed results: arrays as lists, numpy scalars as
+    numbers, everything else as its text (files of settings use the strict `write_json` instead)."""
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, np.generic):
+        return o.item()
+    return str(o)
+
+
 def _json_default(o):
     if isinstance(o, np.generic):
         return o.item()

@@ -123,7 +123,7 @@ def content_ids(images: np.ndarray) -> np.ndarray:
     """An id per input from its pixels (16 hex digits of SHA-1); repeats get '~1', '~2', … appended."""
     images = np.ascontiguousarray(images)
     ids, seen = [], {}
-    for row in images.reshape(len(images), -1):
+    for row in images.reshape(len(images), int(np.prod(images.shape[1:]))):  # also for an empty set
         digest = hashlib.sha1(row.tobytes()).hexdigest()[:16]
         count = seen.get(digest, 0)
         seen[digest] = count + 1
@@ -164,10 +164,12 @@ def from_artifact(project, name: str, class_names: list[str] | None = None, data
     return TestSet(name, source, images, labels, ids, columns, class_names)
 
 
-def testset_arrays(testset: TestSet) -> dict[str, np.ndarray]:
-    """The arrays that store a test set as a project artifact: `x`, `y`, `ids` and its columns."""
-    return {"x": np.asarray(testset.images), "y": testset.labels, "ids": testset.ids,
-            **{k: v for k, v in testset.columns.items()}}
+def save_testset(project, name: str, arrays: dict[str, np.ndarray], **how) -> dict:
+    """Store inputs `x` with labels `y` (and per-input columns) as a project test set, with their ids
+    (derived from the pixels once, here, so reading the set back need not hash every image)."""
+    if "ids" not in arrays and "x" in arrays:
+        arrays = {**arrays, "ids": content_ids(np.asarray(arrays["x"]))}
+    return project.save_artifact("testset", name, arrays, **how)
 
 
 def save_subset(project, name: str, subset: TestSet, **how) -> dict:

@@ -12,7 +12,6 @@ from PySide6.QtCore import QPoint, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import QApplication, QMenu, QMessageBox, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget
 
-from workbench.core.testsets import list_testsets
 from workbench.gui.selection import Selection
 from workbench.gui.session import Session
 
@@ -81,7 +80,7 @@ class ProjectPanel(QWidget):
             item.setToolTip(0, tip)
             models.addChild(item)
 
-        infos = [info for info in list_testsets(project) if not info.problem]
+        infos = [info for info in self.session.testset_infos() if not info.problem]
         testsets = self._group("Test sets", len(infos))
         for info in infos:  # dataset splits, then stored sets: pools, fp_test, fuzzer tests, selections, subsets
             source, size = info.source, info.size

@@ -35,6 +35,10 @@ class SelectionToolBar(QToolBar):
             box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
             self.addWidget(text)
             self.addWidget(box)
+        # Stored test sets have long names: the split picker grows to a point, then elides in its list
+        self.split_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.split_box.setMinimumContentsLength(16)
+        self.split_box.view().setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.model_box.activated.connect(lambda i: self._choose(self.model_names, i, selection.set_model))
         self.dataset_box.activated.connect(lambda i: self._choose(self.dataset_specs, i, selection.set_dataset))
         self.split_box.activated.connect(lambda i: self._choose(self.split_names, i, selection.set_split))

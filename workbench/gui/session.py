@@ -90,6 +90,8 @@ class Session(QObject):
         self._reload_timer.timeout.connect(self._reload_project)
         self._watcher.directoryChanged.connect(lambda _: self._reload_timer.start())
         self._when_ready: list[Callable[[], None]] = []
+        self._infos: list = []
+        self._infos_of: dict | None = None  # the settings `_infos` were listed from
         self._trusted: set[str] = set()  # model files the user trusted in this session
 
     def _keyed(self, cancelled: Callable | None, ready: Signal, failed: Signal) -> KeyedJobs:
@@ -209,12 +211,19 @@ class Session(QObject):
             names |= {data.name, str(data.recipe.get("name", data.name))}
         return names
 
-    def stored_testsets(self, spec: str) -> list:
-        """The project's stored test sets that can be measured with dataset `spec` (`TestSetInfo`s)."""
+    def testset_infos(self) -> list:
+        """Every test set the project lists (`TestSetInfo`s), read once per version of its settings:
+        the tool bar, the project panel and the views ask on every refresh."""
         from workbench.core.testsets import list_testsets
 
+        if self._infos_of is not self.project.settings:
+            self._infos, self._infos_of = list_testsets(self.project), self.project.settings
+        return self._infos
+
+    def stored_testsets(self, spec: str) -> list:
+        """The project's stored test sets that can be measured with dataset `spec` (`TestSetInfo`s)."""
         names = self.dataset_names(spec) | {""}
-        return [info for info in list_testsets(self.project)
+        return [info for info in self.testset_infos()
                 if info.source.kind != "split" and not info.problem and info.source.dataset in names]
 
     # --- models ------------------------------------------------------------------------------------

@@ -86,31 +86,6 @@ def budget_caption(rows: list[dict]) -> str:
     return (f"Tests selected per budget: {', '.join(sizes)}. " if sizes else "") + how
 
 
-def _y_range(series, percent: bool) -> tuple[float, float] | None:
-    """The view's y range of one metric: the data with its bands, at least 2 points wide for %,
-    within 0–100 % for percentages, padded by 8 %; None when nothing is finite."""
-    lows, highs = [], []
-    for s in series:
-        _, mean, sd = s.arrays()
-        band = np.nan_to_num(sd, nan=0.0)
-        lows.append(mean - band)
-        highs.append(mean + band)
-    low_values, high_values = np.concatenate(lows), np.concatenate(highs)
-    finite = np.isfinite(low_values) & np.isfinite(high_values)
-    if not finite.any():
-        return None
-    low, high = float(low_values[finite].min()), float(high_values[finite].max())
-    if percent and high - low < 2.0:
-        middle = (low + high) / 2
-        low, high = middle - 1.0, middle + 1.0
-    elif high <= low:
-        low, high = low - (abs(low) or 1) * 0.1, high + (abs(high) or 1) * 0.1
-    if percent:
-        low, high = max(0.0, low), min(100.0, high)
-    pad = 0.08 * (high - low)
-    return low - pad, high + pad
-
-
 def _figure_inches(size: tuple[int, int], dpi: float) -> tuple[float, float]:
     """figsize for exactly `size` pixels at `dpi`: Agg truncates width × dpi to whole pixels, so a
     quotient like 29 / 100 (× 100 = 28.999…) is nudged up by far less than a pixel."""
@@ -127,7 +102,7 @@ def save_experiment_plot(rows: list[dict], path, title: str = "", size: tuple[in
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    from workbench.core.robustness.experiment_report import experiment_series
+    from workbench.core.robustness.experiment_report import experiment_series, metric_y_range, padded
     from workbench.core.store import atomic_path
 
     series = experiment_series(rows)
@@ -185,7 +160,7 @@ def save_experiment_plot(rows: list[dict], path, title: str = "", size: tuple[in
             ax.set_ylim(-7, 107)  # room for the 0 and 100 labels inside the axis
             ax.set_yticks(range(0, 101, 20))
         else:
-            y_range = _y_range([s for s in series if s.metric == metric], percent)
+            y_range = padded(metric_y_range([s for s in series if s.metric == metric], percent))
             if y_range is not None:
                 ax.set_ylim(*y_range)
             else:

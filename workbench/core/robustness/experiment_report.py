@@ -170,14 +170,6 @@ def experiment_markdown(result, plot_file: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def _json_value(o):
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, np.generic):
-        return o.item()
-    return str(o)
-
-
 def _warn_on_stderr(text: str) -> None:
     print(f"warning: {text}", file=sys.stderr, flush=True)
 
@@ -196,7 +188,7 @@ def write_experiment_outputs(result, out_dir, plot: Callable | None = None,
     import csv
     import json
 
-    from workbench.core.store import atomic_path
+    from workbench.core.store import atomic_path, lenient_json
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -211,7 +203,7 @@ def write_experiment_outputs(result, out_dir, plot: Callable | None = None,
     with atomic_path(files["json"]) as tmp:
         data = {"params": result.params, "setup": result.setup, "rows": result.rows,
                 "tables": {m: experiment_table(result, m) for m in TABLE_METRICS}}
-        tmp.write_text(json.dumps(data, indent=2, default=_json_value))
+        tmp.write_text(json.dumps(data, indent=2, default=lenient_json))
     if plot is not None and result.rows:
         png = out / f"{BASENAME}.png"
         try:
@@ -223,3 +215,38 @@ def write_experiment_outputs(result, out_dir, plot: Callable | None = None,
     with atomic_path(files["md"]) as tmp:
         tmp.write_text(experiment_markdown(result, files["png"].name if "png" in files else None))
     return {k: str(files[k]) for k in ("csv", "md", "json", "png") if k in files}
+
+
+def metric_y_range(series, percent: bool) -> tuple[float, float] | None:
+    """The y range a plot of one metric's series shows: the data with its ± sd bands, at least 2
+    points wide for percentages and within 0–100 %; None when nothing is finite."""
+    lows, highs = [], []
+    for s in series:
+        _, mean, sd = s.arrays()
+        band = np.nan_to_num(sd, nan=0.0)
+        lows.append(mean - band)
+        highs.append(mean + band)
+    if not lows:
+        return None
+    low_values, high_values = np.concatenate(lows), np.concatenate(highs)
+    finite = np.isfinite(low_values) & np.isfinite(high_values)
+    if not finite.any():
+        return None
+    low, high = float(low_values[finite].min()), float(high_values[finite].max())
+    if percent and high - low < 2.0:
+        middle = (low + high) / 2
+        low, high = middle - 1.0, middle + 1.0
+    elif high <= low:
+        low, high = low - (abs(low) or 1) * 0.1, high + (abs(high) or 1) * 0.1
+    if percent:
+        low, high = max(0.0, low), min(100.0, high)
+    return low, high
+
+
+def padded(y_range: tuple[float, float] | None, fraction: float = 0.08) -> tuple[float, float] | None:
+    """`y_range` widened by `fraction` of its height on each side."""
+    if y_range is None:
+        return None
+    low, high = y_range
+    pad = fraction * (high - low)
+    return low - pad, high + pad

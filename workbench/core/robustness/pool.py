@@ -164,7 +164,9 @@ def holdout(pool: CandidatePool, fraction: float = 0.1, seed: int = 0) -> tuple[
 
 def save_pool(project, name: str, pool: CandidatePool, **how) -> dict:
     """Store a pool as a project test set (arrays `x`, `y` and the scores), atomically."""
-    return project.save_artifact("testset", name, pool.to_arrays(), **{**pool.params, "role": "candidate-pool", **how})
+    from workbench.core.testsets import save_testset
+
+    return save_testset(project, name, pool.to_arrays(), **{**pool.params, "role": "candidate-pool", **how})
 
 
 def load_pool(project, name: str) -> CandidatePool:

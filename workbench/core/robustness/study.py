@@ -216,13 +216,14 @@ def run_fuzzer(ctx: JobContext, base: RobustnessBase, model: LoadedModel, datase
     """FOL-guided fuzzing from training seeds; the tests are stored as a project test set and, with
     `join`, added to a copy of the set-up's pool."""
     from workbench.core.robustness.fuzzing import fuzz
+    from workbench.core.testsets import save_testset
 
     train = dataset.split("train")
     tests = fuzz(ctx.stage(0, 2, "fuzzing"), model, train, eps=base.setup.eps, n_seeds=n_seeds, seed=seed,
                  time_budget_s=time_budget_s, project_linf=project_linf)
     joined = None
     if len(tests) and project is not None:
-        project.save_artifact("testset", name, tests.to_arrays(), **{
+        save_testset(project, name, tests.to_arrays(), **{
             **tests.params, "role": "fuzz-tests", "model": model.name, "dataset": dataset.name,
             "model_fingerprint": model.fingerprint()})
     if len(tests):

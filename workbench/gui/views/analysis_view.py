@@ -76,8 +76,8 @@ class AnalysisView(QWidget):
     # --- what a view adds ------------------------------------------------------------------------------
 
     def show_inputs(self, bundle, data) -> None:
-        """Show the view's content for the loaded model bundle and dataset (the selected layer is valid)."""
-        raise NotImplementedError
+        """Show the view's content for the loaded model bundle and dataset (the selected layer is
+        valid). Each view overrides it; the frame alone has nothing more to show."""
 
     def show_neuron(self) -> None:
         """The linked neuron changed."""

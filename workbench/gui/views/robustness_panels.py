@@ -143,13 +143,20 @@ class RetrainPanel(_JobPanel):
         self.quick_button.setEnabled(False)
         self._quick: float | None = None  # the quick comparison's estimated seconds, once known
         self.quick_button.clicked.connect(self.quick_requested.emit)
-        self.controls.addWidget(self.quick_button)
         self.finish_controls()
+        quick_row = QHBoxLayout()  # a row of its own: the grid's controls already fill the panel's width
+        quick_row.addWidget(self.quick_button)
+        quick_row.addWidget(QLabel("the RobOT strategies at 1 and 4 %, one seed, two epochs"), 1)
+        self.layout_.insertLayout(1, quick_row)
         self.curves = RobustnessCurves()
         self.curves.setObjectName("retrainCurves")
         self.layout_.addWidget(self.curves, 1)
-        self.curves.show_message("No retraining yet", "Press Retrain to fine-tune the model with each strategy's "
-                                 "selection and compare the robustness they give.")
+        self.show_empty()
+
+    def show_empty(self) -> None:
+        self.curves.show_message("No retraining yet", "Press Quick comparison, or Retrain with the checked grid, to "
+                                 "fine-tune the model with each strategy's selection and compare the robustness "
+                                 "they give.")
 
     def strategies(self) -> list[str]:
         return [name for name, action in self.strategy_actions.items() if action.isChecked()]

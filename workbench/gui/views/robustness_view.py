@@ -391,8 +391,7 @@ class RobustnessView(QWidget):
         curves = self.retrain.curves
         if not self.rows:
             if not running:
-                curves.show_message("No retraining yet", "Press Retrain to fine-tune the model with each strategy's "
-                                    "selection and compare the robustness they give.")
+                self.retrain.show_empty()
             return
         curves.set_series("Budget (% of the selectable pool)", experiment_series(self.rows, running))
         baseline = self.base.setup.baseline if self.base else {}

@@ -24,7 +24,7 @@ from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
 
-from workbench.core.robustness.experiment_report import Series
+from workbench.core.robustness.experiment_report import Series, metric_y_range
 from workbench.gui.colors import CLASS_PALETTE
 from workbench.gui.widgets.empty_state import fill, headed_stack
 from workbench.gui.widgets.export import ExportButton
@@ -295,29 +295,12 @@ class RobustnessCurves(QWidget):
         self.set_readout("Hover over a plot to read each strategy's value at the nearest point.")
 
     def _fit_y(self, plot: pg.PlotItem, metric: str, percent: bool) -> None:
-        """The y range of the data (bands included), a little padded; at least 2 points wide for %."""
-        lows, highs = [], []
-        for s in self.series:
-            if s.metric == metric:
-                _, mean, sd = s.arrays()
-                band = np.nan_to_num(sd, nan=0.0)
-                lows.append(mean - band)
-                highs.append(mean + band)
-        values_low = np.concatenate(lows) if lows else np.zeros(0)
-        values_high = np.concatenate(highs) if highs else np.zeros(0)
-        finite = np.isfinite(values_low) & np.isfinite(values_high)
-        if not finite.any():
+        """The y range of the data (bands included), a little padded (the rule of the headless plot)."""
+        y_range = metric_y_range([s for s in self.series if s.metric == metric], percent)
+        if y_range is None:
             plot.enableAutoRange(y=True)
             return
-        low, high = float(values_low[finite].min()), float(values_high[finite].max())
-        if percent and high - low < 2.0:
-            middle = (low + high) / 2
-            low, high = middle - 1.0, middle + 1.0
-        elif high <= low:
-            low, high = low - (abs(low) or 1) * 0.1, high + (abs(high) or 1) * 0.1
-        if percent:
-            low, high = max(0.0, low), min(100.0, high)
-        plot.setYRange(low, high, padding=0.08)
+        plot.setYRange(*y_range, padding=0.08)
 
     def _muted(self) -> QColor:
         color = QColor(next(iter(self.plots.values())).getAxis("left").textPen().color())
