@@ -11,6 +11,10 @@ a 10 ms precise timer records how late each of its ticks fires. A tick late by m
 Goal: p99 lateness under 16 ms and no stall over 100 ms while any view computes.
 
     .venv/bin/python benchmarks/bench_ui_latency.py [--seconds 90] [--views data,importance,coverage,robustness]
+        [--long-jobs process|thread]
+
+Long jobs run in a worker process, as in the application; `--long-jobs thread` runs them on a thread
+of the window's process instead, for comparison.
 """
 
 from __future__ import annotations
@@ -72,6 +76,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=120.0, help="longest time to watch one view (default 120)")
     parser.add_argument("--views", default=",".join(VIEWS), help="views to open, in order")
+    parser.add_argument("--long-jobs", choices=("process", "thread"), default="process",
+                        help="where long jobs run (default: a worker process, as in the application)")
     args = parser.parse_args()
 
     from PySide6.QtWidgets import QApplication
@@ -83,7 +89,7 @@ def main() -> int:
     from workbench.gui.main_window import MainWindow
 
     project, notices = open_demo_project()
-    window = MainWindow(project, list(notices))
+    window = MainWindow(project, list(notices), long_jobs=args.long_jobs)
     window.resize(1400, 900)
     window.show()
     probe = LatenessProbe()
@@ -92,6 +98,7 @@ def main() -> int:
     probe.start()
     pump_until(app, idle, args.seconds)
     rows = [("start-up", probe.stop())]
+    notes = []
     for name in args.views.split(","):
         probe.start()
         window.show_view(name)
@@ -102,12 +109,21 @@ def main() -> int:
             if view.result is not None:
                 window.selection.set_neuron(int(view.result.ranking[-1]))
                 pump_until(app, idle, args.seconds)
+        if name == "robustness":  # a long set-up is offered as a button: press it, as a user would
+            view = window.views["robustness"]
+            offered = [t for t in view.histogram.stack.empty.button_texts() if t.startswith("Build the candidate")]
+            if view.base is None and offered:
+                view.histogram.stack.empty.click(offered[0])
+                pump_until(app, idle, args.seconds)
+                setup = next(j for j in window.runner.jobs if j.name.startswith("Robustness set-up"))
+                notes.append(f"Robustness set-up: offered as “{offered[0]}”, took {setup.record.elapsed:.0f} s")
         rows.append((name, probe.stop()))
         if name == "robustness":
             window.views["robustness"].start_quick_comparison()
             probe.start()
             pump_until(app, idle, args.seconds)
             rows.append(("robustness: quick comparison", probe.stop()))
+    placements = sorted({(job.name, job.record.where) for job in window.runner.jobs if job.record.lane == "long"})
     window.runner.shutdown()
     window.close()
 
@@ -124,6 +140,11 @@ def main() -> int:
         worst_p99, worst = max(worst_p99, p99), max(worst, top)
         print(f"{name:<30} {len(late):>6} {p50:>7.1f} {p99:>7.1f} {top:>7.0f} {int((late > 16).sum()):>8} "
               f"{int((late > 100).sum()):>9}")
+    print(f"Long jobs ({args.long_jobs} mode), where they ran:")
+    for name, where in placements:
+        print(f"  {name}: {where or 'not started'}")
+    for note in notes:
+        print(note)
     verdict = "meets" if worst_p99 < 16 and worst < 100 else "misses"
     print(f"Worst p99 {worst_p99:.1f} ms, worst tick {worst:.0f} ms: {verdict} the goal (p99 < 16 ms, none > 100 ms).")
     return 0

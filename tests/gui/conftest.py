@@ -66,7 +66,8 @@ def error_dialogs(monkeypatch) -> list:
 
 @pytest.fixture
 def open_window(qtbot, demo_dir, error_dialogs):
-    """`open_window(project=None, notices=())` → a shown MainWindow (the demo project by default).
+    """`open_window(project=None, notices=(), long_jobs=THREAD)` → a shown MainWindow (the demo project by
+    default; long jobs on a thread, or in a worker process as in the application).
 
     Every window is closed at the end, and its job pool must then be empty: closing the window
     is what has to stop every job.
@@ -76,10 +77,10 @@ def open_window(qtbot, demo_dir, error_dialogs):
 
     windows = []
 
-    def open_(project=None, notices=()):
+    def open_(project=None, notices=(), long_jobs="thread"):
         if project is None:
             project, notices = open_demo_project()
-        window = MainWindow(project, list(notices))
+        window = MainWindow(project, list(notices), long_jobs=long_jobs)
         qtbot.addWidget(window)
         window.show()
         # Window shortcuts (Ctrl+1, F1, …) only fire in the active window.

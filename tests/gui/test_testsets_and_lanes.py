@@ -151,3 +151,78 @@ def test_the_robustness_view_does_not_start_retraining_by_itself(qtbot, settled_
     job.cancel()
     qtbot.waitUntil(lambda: idle(window), timeout=30000)
     assert quick.isEnabled()
+
+
+def test_long_jobs_run_in_a_worker_process_and_a_gallery_finishes_beside_them(qtbot, open_window, settle, tmp_path):
+    import lane_jobs
+
+    from workbench.gui.jobs import CANCELLED, PROCESS
+    from workbench.core.worker_process import IN_WORKER
+
+    window = open_window(long_jobs=PROCESS)
+    settle(window)
+    qtbot.keyClick(window, Qt.Key.Key_4, Qt.KeyboardModifier.ControlModifier)
+    view = window.views["importance"]
+    qtbot.waitUntil(lambda: view.result is not None and idle(window), timeout=90000)
+    relevance = next(j for j in window.runner.jobs if j.name.startswith("Importance of"))
+    assert relevance.record.lane == LONG and relevance.record.where == IN_WORKER
+    assert view.result.artifact in window.session.project.artifacts()  # committed by the child, seen here
+    assert relevance.record.saved == [view.result.artifact]
+
+    flag = tmp_path / "release"
+    long = window.runner.submit("A long training run", lane_jobs.wait_for, str(flag), lane=LONG)
+    qtbot.waitUntil(lambda: long.record.state == RUNNING and long.record.where == IN_WORKER, timeout=10000)
+    neuron = int(view.result.ranking[-2])
+    window.selection.set_neuron(neuron)
+    key = view.gallery_key()
+    qtbot.waitUntil(lambda: view.jobs.result("gallery", key) is not None, timeout=30000)
+    assert long.record.state == RUNNING and view.gallery.has_tiles()
+    flag.touch()
+    qtbot.waitUntil(lambda: idle(window), timeout=10000)
+    assert long.result == "released"
+
+    flag.unlink()
+    stopped = window.runner.submit("A run to cancel", lane_jobs.wait_for, str(flag), lane=LONG)
+    qtbot.waitUntil(lambda: stopped.record.state == RUNNING, timeout=10000)
+    started = time.monotonic()
+    stopped.cancel()
+    qtbot.waitUntil(lambda: stopped.record.state == CANCELLED, timeout=5000)
+    assert time.monotonic() - started < 2.0
+
+
+def test_a_long_robustness_set_up_waits_for_a_click_and_stored_pools_are_read_at_once(qtbot, settled_window,
+                                                                                     monkeypatch):
+    from workbench.gui.views import robustness_view
+
+    monkeypatch.setattr(robustness_view, "AUTO_START_S", 0.0)  # every set-up counts as long here
+    window = settled_window
+    qtbot.keyClick(window, Qt.Key.Key_6, Qt.KeyboardModifier.ControlModifier)
+    view = window.views["robustness"]
+    qtbot.waitUntil(lambda: idle(window), timeout=30000)
+    assert view.base is None and not any(j.name.startswith("Robustness set-up") for j in window.runner.jobs)
+    timing = next(j for j in window.runner.jobs if j.name.startswith("Time the robustness set-up"))
+    assert timing.record.lane == INTERACTIVE and timing.result > 0
+    message = view.histogram.stack.empty
+    assert message.title.text() == "The candidate pool is not built yet"
+    assert "2,000 training images and the 1,000 test images" in message.text.text()
+    (label,) = message.button_texts()
+    assert label.startswith("Build the candidate pool (about ")
+    button = message.buttons.itemAt(1).widget()
+    with qtbot.waitSignal(window.runner.job_added, timeout=5000) as added:
+        qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    assert added.args[0].name.startswith("Robustness set-up") and added.args[0].record.lane == LONG
+    qtbot.waitUntil(lambda: view.base is not None and idle(window), timeout=180000)
+    assert view.histogram.has_data()
+
+    eps = view.eps_box.value()
+    view.eps_box.setValue(eps * 2)  # another set-up: not stored, so timed and offered again
+    view.eps_box.editingFinished.emit()
+    qtbot.waitUntil(lambda: idle(window), timeout=30000)
+    assert view.base is None
+    count = len(window.runner.jobs)
+    view.eps_box.setValue(eps)  # the stored pools: read back at once, no timing, no click
+    view.eps_box.editingFinished.emit()
+    qtbot.waitUntil(lambda: view.base is not None and idle(window), timeout=60000)
+    later = [j.name for j in window.runner.jobs[count:]]
+    assert later[0].startswith("Robustness set-up") and not any(n.startswith("Time the") for n in later)
+    assert view.base.reused

@@ -9,6 +9,9 @@ def add_parsers(sub) -> None:
     gui.add_argument("--project", metavar="DIR", help="project folder (default: the demo project)")
     gui.add_argument("--view", default=None, help="view to show first: data, model, training, importance, coverage, robustness")
     gui.add_argument("--screenshot", metavar="PNG", help="render the window with real data, save it, exit")
+    gui.add_argument("--long-jobs", choices=("process", "thread"), default="process",
+                     help="run long jobs (training, coverage, relevance over a split) in a worker process, "
+                          "so the window never waits for them (the default), or on a thread of the window's")
     gui.set_defaults(handler=cmd_gui)
 
 
@@ -16,4 +19,4 @@ def cmd_gui(args) -> int:
     from workbench.gui.app import run_gui
 
     return run_gui(project=getattr(args, "project", None), view=getattr(args, "view", None),
-                   screenshot=getattr(args, "screenshot", None))
+                   screenshot=getattr(args, "screenshot", None), long_jobs=getattr(args, "long_jobs", "process"))

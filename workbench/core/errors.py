@@ -20,6 +20,9 @@ class WorkbenchError(Exception):
     def __str__(self) -> str:
         return f"{self.message}\n{self.hint}" if self.hint else self.message
 
+    def __reduce__(self):  # pickled whole, hint and details too (a worker process's error comes back)
+        return type(self), (self.message, self.hint, self.details)
+
 
 class Cancelled(Exception):
     """Raised inside a job when the user cancelled it; nothing half-done is kept."""

@@ -53,13 +53,19 @@ class JobContext:
     """What a running job sees of the world: progress, partial results, cancellation, device."""
 
     def __init__(self, device: str = "auto", on_progress: ProgressCallback | None = None,
-                 on_partial: PartialCallback | None = None):
+                 on_partial: PartialCallback | None = None, cancel_event=None):
         self._device_name = device
         self._device = None
         self._on_progress = on_progress
         self._on_partial = on_partial
-        self._cancel = threading.Event()
+        # Any object with set() and is_set(): a worker process's job checks an event its parent sets.
+        self._cancel = cancel_event if cancel_event is not None else threading.Event()
         self.started = time.monotonic()
+
+    @property
+    def device_name(self) -> str:
+        """The device as it was asked for ("auto", "cpu", "cuda:1"), before it is resolved."""
+        return self._device_name
 
     @property
     def device(self):
@@ -110,6 +116,30 @@ class JobContext:
         """Hand out an intermediate result (a curve point, a heatmap row) for views to show."""
         if self._on_partial is not None:
             self._on_partial(result)
+
+
+class InlineExecutor:
+    """Runs a job on the calling thread: the CLI's way, and the GUI's for its interactive lanes.
+
+    `ProcessExecutor` (`core.worker_process`) has the same `run` and runs the job in a child process.
+    """
+
+    def run(self, ctx: JobContext, fn: Callable, args: tuple = (), kwargs: dict | None = None, *,
+            project=None, reuse: bool = True, on_commit: Callable[[list, list], None] | None = None,
+            on_device: Callable[[str], None] | None = None):
+        """`fn(ctx, *args, **kwargs)`; with `project`, saving through a staged save committed when it
+        has finished (`on_commit(committed, unsaved)` is told what was stored). `on_device` hears the
+        device's description before the job starts."""
+        from workbench.core.staging import run_staged
+
+        kwargs = kwargs or {}
+        if on_device is not None:  # resolving the device imports torch: part of the job's time
+            on_device(device_description(ctx.device))
+        if project is None:
+            return fn(ctx, *args, **kwargs)
+        return run_staged(ctx, fn, project, *args, reuse=reuse, **kwargs,
+                          on_commit=None if on_commit is None else
+                          (lambda staged: on_commit(staged.committed, staged.unsaved)))
 
 
 @dataclass

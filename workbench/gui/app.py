@@ -20,6 +20,7 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.project import SETTINGS, Project
 from workbench.gui.demo import open_demo_project
 from workbench.gui.errors import install_excepthook, report_error
+from workbench.gui.jobs import PROCESS
 from workbench.gui.main_window import DEFAULT_SIZE, VIEW_TITLES, MainWindow
 
 SCREENSHOT_TIMEOUT_S = 180
@@ -109,14 +110,16 @@ def take_screenshot(window: MainWindow, path: str | Path, timeout_s: float = SCR
     return 0
 
 
-def run_gui(project: str | None = None, view: str | None = None, screenshot: str | None = None) -> int:
-    """Open the main window on `project` (default: the demo) showing `view`; see the module docstring."""
+def run_gui(project: str | None = None, view: str | None = None, screenshot: str | None = None,
+            long_jobs: str = PROCESS) -> int:
+    """Open the main window on `project` (default: the demo) showing `view`; see the module docstring.
+    Long jobs run in a worker process unless `long_jobs` is THREAD."""
     if view is not None and view not in VIEW_TITLES:
         print(f"error: unknown view {view!r}; choose one of {', '.join(VIEW_TITLES)}.", file=sys.stderr)
         return 2
     app = application()
     opened, notices, error = open_start_project(project)
-    window = MainWindow(opened, notices)
+    window = MainWindow(opened, notices, long_jobs=long_jobs)
     if view is not None:
         window.show_view(view)
     if screenshot is not None:

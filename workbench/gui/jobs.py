@@ -16,6 +16,12 @@ explanation, an ablation check, a selection); the "io" lane, with two threads, r
 two compute lanes share the cores (`core.jobs.share_cores`), so both progress. A queued job's
 record says what it waits for.
 
+With `long_jobs=PROCESS` (the application's choice) the long lane's thread hands each job to a
+worker process (`core.worker_process`) and waits: a training loop's Python then runs under another
+interpreter lock, so the window's never waits for it. The job, its signals and its record are the
+same either way; a job whose inputs cannot be sent there runs on the lane's thread, and its
+record's `where` says so.
+
 A job given a `project` saves through a `StagedProject`: what it stores is committed on its
 worker thread when it finishes, and dropped when it fails or is cancelled, so no view can forget
 to save a result and the UI thread never writes arrays.
@@ -33,12 +39,13 @@ from typing import Any, Callable
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
 
 from workbench.core.errors import Cancelled
-from workbench.core.jobs import JobContext
+from workbench.core.jobs import InlineExecutor, JobContext
 from workbench.gui import ui_gc
 
 QUEUED, RUNNING, DONE, CANCELLED, FAILED = "queued", "running", "done", "cancelled", "failed"
 ACTIVE_STATES = (QUEUED, RUNNING)
 LONG, INTERACTIVE, IO = "long", "interactive", "io"
+THREAD, PROCESS = "thread", "process"  # where the long lane runs its jobs
 LANES = {LONG: 1, INTERACTIVE: 1, IO: 2}  # threads per lane
 KEPT_FINISHED = 200  # finished jobs (and their results) kept for the jobs panel
 UI_SWITCH_INTERVAL_S = 0.001
@@ -66,6 +73,7 @@ class JobRecord:
     details: str = ""  # the traceback of an unexpected error
     lane: str = LONG
     view: str = ""  # the view that shows the result (double-clicking the job opens it)
+    where: str = ""  # where a long job runs: the worker process, or this one (and why)
     saved: list[str] = field(default_factory=list)  # artifacts the job committed to the project
     unsaved: list[str] = field(default_factory=list)  # results it could not store (read-only project)
 
@@ -91,7 +99,7 @@ class _Bridge(QObject):
     """Signals emitted on the worker thread; they arrive queued in the UI thread, where this lives."""
 
     started = Signal(float)
-    device = Signal(str)
+    device = Signal(str, str)  # the device's description, where the job runs (a worker process)
     progress = Signal(int, int, str)
     partial = Signal(object)
     saved = Signal(list, list)  # artifacts committed, results that could not be stored (before finished)
@@ -101,33 +109,35 @@ class _Bridge(QObject):
 
 
 class _Runnable(QRunnable):
-    def __init__(self, job: "Job", fn: Callable, args: tuple, kwargs: dict, uses_device: bool):
+    def __init__(self, job: "Job", fn: Callable, args: tuple, kwargs: dict):
         super().__init__()
         self.setAutoDelete(False)  # the Job keeps it; Python, not the pool, owns it
-        self.job, self.fn, self.args, self.kwargs, self.uses_device = job, fn, args, kwargs, uses_device
+        self.job, self.fn, self.args, self.kwargs = job, fn, args, kwargs
 
     def run(self) -> None:
-        bridge, ctx = self.job.bridge, self.job.ctx
+        job = self.job
+        bridge, ctx, executor = job.bridge, job.ctx, job.executor
         if ctx.cancelled:
             bridge.cancelled.emit()
             return
         bridge.started.emit(time.monotonic())
         try:
-            device = "CPU"
-            if self.uses_device:  # resolving the device imports torch: part of the job's time
-                from workbench.core.jobs import device_description
-
-                device = device_description(ctx.device)
-            bridge.device.emit(device)
-            result = self.fn(ctx, *self.args, **self.kwargs)
+            if not job.uses_device:
+                bridge.device.emit("CPU", "")
+            result = executor.run(
+                ctx, self.fn, self.args, self.kwargs, project=job.project, reuse=job.reuse,
+                on_commit=bridge.saved.emit,
+                on_device=(lambda device: bridge.device.emit(device, getattr(executor, "last_placement", "")))
+                if job.uses_device else None)
         except Cancelled:
             bridge.cancelled.emit()
         except Exception as exc:  # every failure reaches the UI as a signal, never kills the thread
-            bridge.failed.emit(exc, traceback.format_exc())
+            bridge.failed.emit(exc, getattr(exc, "worker_traceback", None) or traceback.format_exc())
         else:
             bridge.finished.emit(result)
         finally:
             self.fn = self.args = self.kwargs = None  # drop references to models and datasets
+            job.project = None
 
 
 class Job(QObject):
@@ -143,7 +153,7 @@ class Job(QObject):
     ended = Signal()  # after finished, failed or cancelled; the record's state is final
 
     def __init__(self, record: JobRecord, fn: Callable, args: tuple, kwargs: dict, device: str,
-                 uses_device: bool, parent: QObject, project=None, reuse: bool = True):
+                 uses_device: bool, parent: QObject, project=None, reuse: bool = True, executor=None):
         super().__init__(parent)
         self.record = record
         self.result: Any = None
@@ -161,22 +171,9 @@ class Job(QObject):
         self.bridge.cancelled.connect(self._on_cancelled)
         self.uses_device = uses_device
         self.pool: QThreadPool | None = None  # the lane's pool, once submitted
-        if project is not None:
-            fn = self._staged(fn, project, reuse)
-        self.runnable = _Runnable(self, fn, args, kwargs, uses_device)
-
-    def _staged(self, fn: Callable, project, reuse: bool) -> Callable:
-        """`fn` saving through `run_staged` (committed on the worker thread when it has finished); what
-        was stored reaches the record through the bridge, before the result does."""
-        from workbench.core.staging import run_staged
-
-        saved = self.bridge.saved
-
-        def run(ctx, *args, **kwargs):
-            return run_staged(ctx, fn, project, *args, reuse=reuse,
-                              on_commit=lambda staged: saved.emit(staged.committed, staged.unsaved), **kwargs)
-
-        return run
+        self.executor = executor or InlineExecutor()
+        self.project, self.reuse = project, reuse  # a project: saves are staged, committed at the end
+        self.runnable = _Runnable(self, fn, args, kwargs)
 
     @property
     def name(self) -> str:
@@ -205,8 +202,8 @@ class Job(QObject):
         r.state, r.started = RUNNING, when
         self.started.emit()
 
-    def _on_device(self, device: str) -> None:
-        self.record.device = device
+    def _on_device(self, device: str, where: str) -> None:
+        self.record.device, self.record.where = device, where
         self.device_known.emit(device)
 
     def _on_saved(self, committed: list, unsaved: list) -> None:
@@ -259,8 +256,17 @@ class JobRunner(QObject):
     job_forgotten = Signal(object)  # an old finished job dropped to bound memory (the panel drops its row)
     device_found = Signal(str)  # the first device description a job reported
 
-    def __init__(self, parent: QObject | None = None):
+    def __init__(self, parent: QObject | None = None, long_jobs: str = THREAD):
         super().__init__(parent)
+        if long_jobs not in (THREAD, PROCESS):
+            raise ValueError(f"long jobs run in a {THREAD} or a {PROCESS}, not {long_jobs!r}")
+        self.long_jobs = long_jobs
+        self.executors: dict[str, Any] = {}  # lane → executor; a lane without one runs jobs on its thread
+        if long_jobs == PROCESS:
+            from workbench.core.worker_process import ProcessExecutor
+
+            self.executors[LONG] = ProcessExecutor()
+            self.executors[LONG].start()  # it imports PyTorch while the window opens
         self.pools: dict[str, QThreadPool] = {}
         for lane, threads in LANES.items():
             pool = self.pools[lane] = QThreadPool(self)
@@ -292,7 +298,8 @@ class JobRunner(QObject):
         if lane not in LANES:
             raise ValueError(f"unknown lane {lane!r}")
         record = JobRecord(next(self._ids), name, submitted=time.monotonic(), lane=lane, view=view)
-        job = Job(record, fn, args, kwargs, device, uses_device, self, project=project, reuse=reuse)
+        job = Job(record, fn, args, kwargs, device, uses_device, self, project=project, reuse=reuse,
+                  executor=self.executors.get(lane))
         job.report_errors = report_errors
         job.started.connect(lambda: self.job_changed.emit(job))
         job.device_known.connect(lambda device: self._on_device(job, device))
@@ -351,6 +358,8 @@ class JobRunner(QObject):
         for pool in self.pools.values():
             left = -1 if timeout_ms < 0 else max(0, int((deadline - time.monotonic()) * 1000))
             stopped = pool.waitForDone(left) and stopped
+        for executor in self.executors.values():
+            executor.close()
         if stopped and self._holds_gc:
             self._holds_gc = False
             ui_gc.release()

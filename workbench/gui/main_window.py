@@ -20,7 +20,7 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.project import SETTINGS, Project
 from workbench.gui.actions import ShortcutsDialog, build_actions
 from workbench.gui.errors import report_error, report_problems
-from workbench.gui.jobs import FAILED, Job, JobRunner
+from workbench.gui.jobs import FAILED, THREAD, Job, JobRunner
 from workbench.gui.open_dialogs import OpenDatasetDialog, OpenModelDialog
 from workbench.gui.plot_style import configure_pyqtgraph
 from workbench.gui.project_panel import ProjectPanel
@@ -44,11 +44,13 @@ _open_windows: set["MainWindow"] = set()  # windows opened from another window, 
 
 
 class MainWindow(QMainWindow):
-    def __init__(self, project: Project, notices: list[tuple[str, str]] = (), parent: QWidget | None = None):
+    def __init__(self, project: Project, notices: list[tuple[str, str]] = (), parent: QWidget | None = None,
+                 long_jobs: str = THREAD):
+        """`long_jobs`: where the long lane runs its jobs, THREAD or PROCESS (`gui.jobs`)."""
         super().__init__(parent)
         configure_pyqtgraph()
         self.setObjectName("mainWindow")
-        self.runner = JobRunner(self)
+        self.runner = JobRunner(self, long_jobs=long_jobs)
         self.selection = Selection(self)
         self.session = Session(project, self.runner, self)
         self._initial_selection()
@@ -418,7 +420,7 @@ class MainWindow(QMainWindow):
 
     def switch_to(self, project: Project, notices=()) -> "MainWindow":
         """Open `project` in a new window and close this one (its jobs are cancelled first)."""
-        window = MainWindow(project, notices)
+        window = MainWindow(project, notices, long_jobs=self.runner.long_jobs)
         window.resize(self.size())
         _open_windows.add(window)
         window.destroyed.connect(lambda: _open_windows.discard(window))

@@ -58,7 +58,7 @@ from workbench.gui.widgets.growth_plot import GrowthPlot
 DEFAULT_M = 6
 MAX_M = 32
 M_DEBOUNCE_MS = 400  # a new m is measured once the spin box rests
-REDRAW_MS = 100  # running values arrive per batch; the table and plot follow at this pace
+REDRAW_MS = 250  # running values arrive per batch; the table and plot follow at this pace
 
 
 class CoverageView(AnalysisView):

@@ -59,6 +59,7 @@ from workbench.gui.views.robustness_panels import (
     ConvergencePanel,
     FuzzPanel,
     RetrainPanel,
+    duration_text,
 )
 from workbench.gui.views.robustness_report import (
     baseline_text,
@@ -73,6 +74,7 @@ from workbench.gui.widgets.fol_histogram import FolHistogram, fol_kind_label
 from workbench.gui.widgets.selection_strip import SelectionStrip
 
 POOL_INPUTS = {"10,000 training images": 10_000, "all training images": None}
+AUTO_START_S = 30.0  # a set-up estimated to take longer waits for the user's click
 # For datasets without a default ε (docs/methods/fol-and-selection.md#attack-budgets-per-dataset);
 # the box says so.
 FALLBACK_EPS = 0.1
@@ -221,7 +223,7 @@ class RobustnessView(QWidget):
         if key == self.base_key:
             return
         self.base_key, self.base, self.picked, self.fuzzed, self.rows, self.rounds = key, None, None, None, [], []
-        for what in ("prepare", "select", "retrain", "converge", "fuzz"):  # they belong to the previous set-up
+        for what in ("estimate", "prepare", "select", "retrain", "converge", "fuzz"):  # the previous set-up's
             self._cancel(what)
         self.retrain.set_running(False)
         self.converge.set_running(False)
@@ -230,12 +232,45 @@ class RobustnessView(QWidget):
         self.converge.curves.show_message("No rounds yet", "Start the rounds to watch robustness and mean FOL "
                                           "converge as the model is retrained on its own adversarials.")
         self.fuzz.pairs.clear_pairs()
+        self.strip.clear_candidates()
+        self.summary.setText("")
+        model, dataset, fingerprint, eps, inputs = key
+        if study.pools_stored(self.session.project, fingerprint, eps, inputs):  # read back, not attacked again
+            self._prepare(key)
+            return
+        # Building the pools can take minutes: it starts by itself only when it is quick on this machine.
+        self.histogram.show_message("Timing the set-up…", "", busy=True)
+        job = self.jobs.run("estimate", f"Time the robustness set-up of {model}", study.setup_seconds, bundle.model,
+                            data, inputs, lane=INTERACTIVE, view="robustness", group="estimate", report_errors=False)
+        job.finished.connect(lambda seconds, key=key: self._on_estimated(key, seconds))
+        job.failed.connect(lambda exc, key=key: self._on_estimated(key, None))
+
+    def _on_estimated(self, key: tuple, seconds: float | None) -> None:
+        """Start a quick set-up; offer a long one (or one of unknown length) as a button with its time."""
+        if key != self.base_key:
+            return
+        if seconds is not None and seconds <= AUTO_START_S:
+            self._prepare(key)
+            return
+        data = self.session.datasets[key[1]]
+        train, test, inputs = len(data.split("train")), len(data.split("test")), key[4]
+        attacked = train if inputs is None else min(inputs, train)
+        self.histogram.show_message(
+            "The candidate pool is not built yet",
+            f"FGSM and PGD attack {attacked:,} training images and the {test:,} test images, and FOL is computed "
+            f"for every adversarial: {duration_text(seconds)} on this machine. The pools are stored in the project "
+            "and read back next time.",
+            [(f"Build the candidate pool ({duration_text(seconds)})", lambda: self._prepare(key))])
+
+    def _prepare(self, key: tuple) -> None:
+        """Build (or read back) the pools, `fp_test` and the baseline for `key`."""
+        if key != self.base_key:
+            return
+        model, dataset, _, eps, inputs = key
+        bundle, data = self.session.models[model], self.session.datasets[dataset]
         self.histogram.show_message("Attacking the training and test images…",
                                     "FGSM and PGD build the candidate pool and fp_test; FOL is computed for each "
                                     "candidate.", busy=True)
-        self.strip.clear_candidates()
-        self.summary.setText("")
-        model, dataset, _, eps, inputs = key
         job = self.jobs.run(
             "prepare", f"Robustness set-up of {model} on {self.session.dataset_title(dataset)} (ε = {eps:g})",
             study.prepare_robustness, bundle.model, data, eps, inputs, 0, project=self.session.project, lane=LONG,

@@ -32,6 +32,8 @@ class GrowthPlot(pg.GraphicsLayoutWidget):
     def __init__(self, parent=None):
         super().__init__(parent)
         self.curves: list[Curve] = []
+        self._items: list[pg.PlotDataItem] = []  # one per drawn curve, in order
+        self._look = None  # what the drawn items show: criterion, unit, each curve's title, colour, style
         self.unit = "%"
         self.readout_text = ""
         self.ci.setContentsMargins(6, 6, 6, 6)
@@ -50,19 +52,25 @@ class GrowthPlot(pg.GraphicsLayoutWidget):
 
     def set_curves(self, criterion: str, curves: list[Curve], unit: str = "%") -> None:
         self.curves, self.unit = list(curves), unit
-        self.plot.clear()
-        self.legend.clear()
-        self.plot.setLabel("left", f"{criterion} coverage ({unit})")
-        top = 0.0
-        for curve in self.curves:
-            keep = curve.inputs > 0
-            if not keep.any():
-                continue
-            style = Qt.PenStyle.DashLine if curve.running else Qt.PenStyle.SolidLine
-            self.plot.plot(curve.inputs[keep].astype(float), curve.percent[keep],
-                           pen=pg.mkPen(curve.color, width=2, style=style),
-                           name=curve.title + (" (measuring…)" if curve.running else ""))
-            top = max(top, float(np.nanmax(curve.percent[keep])))
+        shown = [c for c in self.curves if (c.inputs > 0).any()]
+        look = (criterion, unit, [(c.title, c.color.name(), c.running) for c in shown])
+        if look == self._look:  # the same curves grown by a batch: new points, no new items or legend
+            for item, curve in zip(self._items, shown):
+                keep = curve.inputs > 0
+                item.setData(curve.inputs[keep].astype(float), curve.percent[keep])
+        else:
+            self._look = look
+            self.plot.clear()
+            self.legend.clear()
+            self.plot.setLabel("left", f"{criterion} coverage ({unit})")
+            self._items = []
+            for curve in shown:
+                keep = curve.inputs > 0
+                style = Qt.PenStyle.DashLine if curve.running else Qt.PenStyle.SolidLine
+                self._items.append(self.plot.plot(curve.inputs[keep].astype(float), curve.percent[keep],
+                                                  pen=pg.mkPen(curve.color, width=2, style=style),
+                                                  name=curve.title + (" (measuring…)" if curve.running else "")))
+        top = max((float(np.nanmax(c.percent[c.inputs > 0])) for c in shown), default=0.0)
         if unit == "%":
             self.plot.setYRange(0, min(100.0, max(5.0, top * 1.1)), padding=0)
         else:

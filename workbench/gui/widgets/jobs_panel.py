@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QProgressBar, QPushButt
 from workbench.gui.jobs import CANCELLED, DONE, FAILED, QUEUED, RUNNING, Job, JobRunner
 
 COLUMNS = ["Job", "Progress", "Time", "Device", "Status", ""]
+PROGRESS_REDRAW_MS = 100
 OUTCOME_COLORS = {DONE: "#2e7d32", CANCELLED: "#8d6e63", FAILED: "#c62828"}
 
 
@@ -36,6 +37,7 @@ class _JobItem(QTreeWidgetItem):
     def __init__(self, job: Job):
         super().__init__([job.name, "", "", "", "", ""])
         self.job = job
+        self.shown_state, self.shown_done = "", 0  # the job's state and progress when the row was last drawn
 
 
 class JobsPanel(QWidget):
@@ -78,11 +80,15 @@ class JobsPanel(QWidget):
         self.clock = QTimer(self)
         self.clock.setInterval(500)
         self.clock.timeout.connect(self._tick)
+        # A running job's progress is shown at most ten times a second, all rows at once: redrawing a
+        # row per report would cost the window more than the bar's smoothness is worth.
+        self._progressed: set[int] = set()
+        self.progress_clock = QTimer(self)
+        self.progress_clock.setSingleShot(True)
+        self.progress_clock.setInterval(PROGRESS_REDRAW_MS)
+        self.progress_clock.timeout.connect(self._show_progress)
         runner.job_added.connect(self.add_job)
-        runner.job_changed.connect(self.update_job)
-        # A job started or ended: what the queued ones wait for has changed.
-        runner.job_changed.connect(lambda job: job.record.state == RUNNING and job.record.done == 0
-                                   and self._update_waiting())
+        runner.job_changed.connect(self._on_changed)
         runner.job_ended.connect(self._update_waiting)
         runner.job_forgotten.connect(self._drop)
         for job in runner.jobs:
@@ -91,6 +97,28 @@ class JobsPanel(QWidget):
 
     def item(self, job: Job) -> _JobItem | None:
         return self._items.get(job.record.id)
+
+    def _on_changed(self, job: Job) -> None:
+        item = self.item(job)
+        if item is None:
+            return
+        if job.record.state == RUNNING and item.shown_state == RUNNING and item.shown_done > 0:
+            # progress: shown with the next batch (the first report at once, so the bar gets its scale)
+            self._progressed.add(job.record.id)
+            if not self.progress_clock.isActive():
+                self.progress_clock.start()
+            return
+        started = job.record.state == RUNNING
+        self.update_job(job)
+        if started:  # what the queued jobs wait for has changed
+            self._update_waiting()
+
+    def _show_progress(self) -> None:
+        progressed, self._progressed = self._progressed, set()
+        for job_id in progressed:
+            item = self._items.get(job_id)
+            if item is not None:
+                self.update_job(item.job)
 
     def add_job(self, job: Job) -> None:
         item = _JobItem(job)
@@ -117,6 +145,7 @@ class JobsPanel(QWidget):
         if item is None:
             return
         r = job.record
+        item.shown_state, item.shown_done = r.state, r.done
         bar: QProgressBar = self.tree.itemWidget(item, 1)
         if r.state == RUNNING and r.total:
             bar.setRange(0, 1000)
@@ -132,6 +161,7 @@ class JobsPanel(QWidget):
             bar.setFormat("stopped" if r.state == CANCELLED else "failed")
         item.setText(2, self._time_text(job))
         item.setText(3, r.device or "—")
+        item.setToolTip(3, f"{r.device}; runs in the {r.where}" if r.where else r.device)
         status = {QUEUED: self._waiting_text(job), RUNNING: r.message or "running"}.get(r.state, r.state)
         if r.state in (CANCELLED, FAILED) and r.message:
             status = f"{r.state}: {r.message}"

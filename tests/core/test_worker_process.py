@@ -1,0 +1,145 @@
+"""Jobs in a worker process: the same results, progress, partial results, errors, cancellation and
+staged saves as on the calling thread, with datasets sent once and a dead worker replaced."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+
+import numpy as np
+import pytest
+import worker_jobs
+
+from workbench.core.errors import Cancelled, WorkbenchError
+from workbench.core.jobs import InlineExecutor, JobContext
+from workbench.core.project import Project
+from workbench.core.worker_process import IN_THREAD, IN_WORKER, ProcessExecutor
+
+
+@pytest.fixture(scope="module")
+def worker():
+    executor = ProcessExecutor(threads=1)
+    executor.start()
+    yield executor
+    executor.close()
+    assert not executor.alive
+
+
+def _context(**callbacks) -> JobContext:
+    return JobContext("cpu", **callbacks)
+
+
+def test_results_progress_and_partials_are_those_of_the_calling_thread(worker, digits):
+    runs = {}
+    for name, executor in (("inline", InlineExecutor()), ("process", worker)):
+        progress, partials = [], []
+        result = executor.run(_context(on_progress=lambda *p: progress.append(p), on_partial=partials.append),
+                              worker_jobs.count, (5,), {"data": digits})
+        runs[name] = result, progress, partials
+    assert worker.last_placement == IN_WORKER
+    (inline, inline_progress, inline_partials), (result, progress, partials) = runs["inline"], runs["process"]
+    assert result[0] == inline[0] == 5
+    assert result[1] is digits  # the caller's own dataset comes back, not a copy
+    assert [p["step"] for p in partials] == [p["step"] for p in inline_partials] == list(range(5))
+    assert all(p["data"] is digits for p in partials)
+    assert progress[-1] == inline_progress[-1] == (5, 5, "done")
+    assert worker.run(_context(), worker_jobs.pixel_sum, (digits,)) == \
+        int(digits.split("train").images.astype(np.int64).sum())
+
+
+def test_a_dataset_is_sent_once_while_the_caller_holds_it(worker, digits):
+    worker.run(_context(), worker_jobs.pixel_sum, (digits,))
+    sent = worker.sent_objects
+    for split in ("train", "test"):
+        worker.run(_context(), worker_jobs.pixel_sum, (digits, split))
+    worker.run(_context(), worker_jobs.count, (1,), {"data": digits.split("test")})
+    assert worker.sent_objects == sent  # the splits went over inside the dataset
+    copy = type(digits)(digits.name, digits.class_names, dict(digits.splits), digits.card)
+    worker.run(_context(), worker_jobs.pixel_sum, (copy,))
+    assert worker.sent_objects == sent + 1  # a new dataset object, its splits known already
+    del copy
+    gc.collect()
+    assert worker.run(_context(), worker_jobs.count, (1,))[0] == 1  # the child is told to forget it
+
+
+def test_large_arrays_travel_whole_and_writable(worker):
+    images = np.random.default_rng(0).random((300, 1, 28, 28)).astype(np.float32)  # 940 kB, out of band
+    doubled = worker.run(_context(), worker_jobs.double_in_place, (images.copy(),))
+    np.testing.assert_array_equal(doubled, images * 2)
+    assert doubled.flags.writeable
+
+
+def test_errors_come_back_as_themselves_with_the_childs_traceback(worker):
+    with pytest.raises(WorkbenchError) as caught:
+        worker.run(_context(), worker_jobs.fail)
+    assert caught.value.message == "The input has 3 channels but the model takes 1."
+    assert caught.value.hint == "Choose a grayscale dataset."
+    assert "worker_jobs.py" in caught.value.worker_traceback
+    with pytest.raises(KeyError):
+        worker.run(_context(), worker_jobs.fail_plainly)
+    assert worker.run(_context(), worker_jobs.count, (2,))[0] == 2  # the worker serves the next job
+
+
+def test_cancelling_stops_the_job_within_a_second(worker):
+    ctx = _context()
+    threading.Timer(0.3, ctx.cancel).start()
+    started = time.monotonic()
+    with pytest.raises(Cancelled):
+        worker.run(ctx, worker_jobs.count, (100_000,), {"pause": 0.001})
+    assert time.monotonic() - started < 1.3
+    assert worker.run(_context(), worker_jobs.count, (3,))[0] == 3
+
+
+def test_a_worker_that_dies_is_reported_and_replaced(worker):
+    with pytest.raises(WorkbenchError, match="worker process for long jobs stopped by signal 9"):
+        worker.run(_context(), worker_jobs.die)
+    assert not worker.alive
+    assert worker.run(_context(), worker_jobs.count, (2,))[0] == 2
+    assert worker.alive
+
+
+def test_what_cannot_be_sent_runs_on_the_calling_thread(worker):
+    def local_job(ctx, x):
+        return x + 1
+
+    assert worker.run(_context(), local_job, (41,)) == 42
+    assert worker.last_placement.startswith(IN_THREAD) and "cannot be sent" in worker.last_placement
+    lock = threading.Lock()  # like a model holding a lock, or a file handle
+    assert worker.run(_context(), worker_jobs.count, (1,), {"data": lock})[1] is lock
+    assert worker.last_placement.startswith(IN_THREAD)
+
+
+def test_saves_are_committed_by_the_child_and_seen_by_the_caller(worker, tmp_path):
+    project = Project.create(tmp_path / "p", "digits")
+    told = []
+    names = worker.run(_context(), worker_jobs.save_then, ("finishing",), project=project,
+                       on_commit=lambda committed, unsaved: told.append((committed, unsaved)))
+    assert names == ["saved by a finishing job"]
+    assert told == [(["saved by a finishing job"], [])]
+    assert project.load_artifact("saved by a finishing job")["v"].tolist() == [0, 1, 2, 3]
+
+    with pytest.raises(WorkbenchError, match="failed after staging"):
+        worker.run(_context(), worker_jobs.save_then, ("failing",), project=project)
+    ctx = _context()
+    threading.Timer(0.3, ctx.cancel).start()
+    with pytest.raises(Cancelled):
+        worker.run(ctx, worker_jobs.save_then, ("cancelled",), project=project)
+    reopened = Project.open(tmp_path / "p")
+    assert set(reopened.artifacts()) == {"saved by a finishing job"}
+    assert not list((tmp_path / "p").rglob("*.tmp")) and reopened.problems == []
+
+
+def test_relevance_in_the_worker_equals_relevance_on_the_thread(worker, digits, digits_model, tmp_path):
+    from workbench.core.importance import compute_importance
+
+    args = (digits_model, digits, "fc1")
+    inline = InlineExecutor().run(_context(), compute_importance, args, {"batch_size": 128, "split": "train"})
+    project = Project.create(tmp_path / "p", "digits")
+    remote = worker.run(_context(), compute_importance, args, {"batch_size": 128, "split": "train"}, project=project)
+    assert worker.last_placement == IN_WORKER
+    # The child computes with one torch thread, the test process with its own count: sums are
+    # reduced in another order, so they agree to float precision, not bit for bit.
+    np.testing.assert_allclose(remote.totals, inline.totals, rtol=1e-6)
+    np.testing.assert_array_equal(remote.ranking, inline.ranking)
+    assert remote.artifact in project.artifacts()

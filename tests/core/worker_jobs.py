@@ -1,0 +1,54 @@
+"""Job functions for the worker-process tests: module-level, so the child can import them by name."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import numpy as np
+
+from workbench.core.errors import WorkbenchError
+
+
+def count(ctx, n: int, data=None, pause: float = 0.0):
+    """Reports n steps and hands out each step as a partial result; returns (n, data)."""
+    for i in range(n):
+        ctx.progress(i, n, f"step {i}")
+        ctx.partial({"step": i, "data": data})
+        time.sleep(pause)
+    ctx.progress(n, n, "done")
+    return n, data
+
+
+def pixel_sum(ctx, data, split: str = "train") -> int:
+    return int(data.split(split).images.astype(np.int64).sum())
+
+
+def fail(ctx):
+    raise WorkbenchError("The input has 3 channels but the model takes 1.", "Choose a grayscale dataset.")
+
+
+def fail_plainly(ctx):
+    raise KeyError("layer")
+
+
+def die(ctx):
+    ctx.progress(0, 1, "about to die")
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def save_then(ctx, how: str, project=None):
+    """Stages one artifact, then finishes, fails or waits to be cancelled."""
+    project.save_artifact("result", f"saved by a {how} job", {"v": np.arange(4)}, how=how)
+    if how == "failing":
+        raise WorkbenchError("It failed after staging.")
+    while how == "cancelled":
+        ctx.progress(0, 1, "waiting")
+        time.sleep(0.01)
+    return project.names
+
+
+def double_in_place(ctx, images: np.ndarray) -> np.ndarray:
+    images *= 2  # arrays arrive writable, as the caller's were
+    return images
