@@ -35,6 +35,27 @@ TICK_MS = 10
 VIEWS = ("data", "model", "importance", "coverage", "robustness")
 
 
+class CollectorPauses:
+    """How long each of Python's garbage collections took (ms), to tell its pauses from the UI's work."""
+
+    def __init__(self):
+        import gc
+
+        self.pauses: list[float] = []
+        self._started = 0.0
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.pauses.append((time.perf_counter() - self._started) * 1000)
+
+    def take(self) -> list[float]:
+        pauses, self.pauses = self.pauses, []
+        return pauses
+
+
 class LatenessProbe:
     """A 10 ms timer on the UI thread; `lateness` holds how late each tick came, in ms."""
 
@@ -93,11 +114,13 @@ def main() -> int:
     window.resize(1400, 900)
     window.show()
     probe = LatenessProbe()
+    collector = CollectorPauses()
     idle = lambda: window.session.is_ready and window.runner.is_idle()  # noqa: E731
 
     probe.start()
     pump_until(app, idle, args.seconds)
     rows = [("start-up", probe.stop())]
+    pauses = {"start-up": collector.take()}
     notes = []
     for name in args.views.split(","):
         probe.start()
@@ -118,11 +141,13 @@ def main() -> int:
                 setup = next(j for j in window.runner.jobs if j.name.startswith("Robustness set-up"))
                 notes.append(f"Robustness set-up: offered as “{offered[0]}”, took {setup.record.elapsed:.0f} s")
         rows.append((name, probe.stop()))
+        pauses[name] = collector.take()
         if name == "robustness":
             window.views["robustness"].start_quick_comparison()
             probe.start()
             pump_until(app, idle, args.seconds)
             rows.append(("robustness: quick comparison", probe.stop()))
+            pauses["robustness: quick comparison"] = collector.take()
     placements = sorted({(job.name, job.record.where) for job in window.runner.jobs if job.record.lane == "long"})
     window.runner.shutdown()
     window.close()
@@ -131,7 +156,8 @@ def main() -> int:
 
     print(f"UI timer lateness while views compute (tick {TICK_MS} ms; torch threads {torch.get_num_threads()}, "
           f"{os.cpu_count()} cores)")
-    print(f"{'view':<30} {'ticks':>6} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'> 16 ms':>8} {'> 100 ms':>9}")
+    print(f"{'view':<30} {'ticks':>6} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'> 16 ms':>8} {'> 100 ms':>9} "
+          f"{'longest gc ms':>14}")
     worst_p99 = worst = 0.0
     for name, late in rows:
         if not len(late):
@@ -139,7 +165,7 @@ def main() -> int:
         p50, p99, top = np.percentile(late, 50), np.percentile(late, 99), late.max()
         worst_p99, worst = max(worst_p99, p99), max(worst, top)
         print(f"{name:<30} {len(late):>6} {p50:>7.1f} {p99:>7.1f} {top:>7.0f} {int((late > 16).sum()):>8} "
-              f"{int((late > 100).sum()):>9}")
+              f"{int((late > 100).sum()):>9} {max(pauses.get(name) or [0]):>14.0f}")
     print(f"Long jobs ({args.long_jobs} mode), where they ran:")
     for name, where in placements:
         print(f"  {name}: {where or 'not started'}")

@@ -177,6 +177,9 @@ def test_long_jobs_run_in_a_worker_process_and_a_gallery_finishes_beside_them(qt
     key = view.gallery_key()
     qtbot.waitUntil(lambda: view.jobs.result("gallery", key) is not None, timeout=30000)
     assert long.record.state == RUNNING and view.gallery.has_tiles()
+    gallery = next(j for j in window.runner.jobs if j.name.startswith(f"Gallery of neuron {neuron} "))
+    assert gallery.record.lane == INTERACTIVE and gallery.record.where == IN_WORKER  # the other worker
+    assert view.jobs.result("gallery", key).neuron == neuron
     flag.touch()
     qtbot.waitUntil(lambda: idle(window), timeout=10000)
     assert long.result == "released"

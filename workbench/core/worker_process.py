@@ -9,9 +9,9 @@ the calling thread only waits on a pipe and passes on what the child reports.
 - **What goes over.** The job function, its arguments and its result are pickled (functions by
   their module and name). These are the workbench's own objects travelling between its own two
   processes, never a file a user gave; user files are read by the job itself, inside the child.
-  Datasets and splits are sent once and kept by the child for as long as the caller holds them, so
-  a second job on the training split does not send its images again; one that comes back in a result
-  is the caller's own object again.
+  Datasets, splits and loaded models are sent once and kept by the child for as long as the caller
+  holds them, so a second job on the training split does not send its images again; one that comes
+  back in a result is the caller's own object again.
 - **Progress, partial results, cancellation.** The child reports progress (at most 20 times a
   second) and partial results as messages; cancelling sets an event the child's job context checks
   at every progress report, so the job stops within a batch, as on a thread.
@@ -49,10 +49,12 @@ IN_WORKER, IN_THREAD = "worker process", "this process"
 
 
 def _shared_types() -> tuple[type, ...]:
-    """Objects the child keeps between jobs: datasets and splits, which are never changed in place."""
+    """Objects the child keeps between jobs: datasets, splits and loaded models, which are never
+    changed in place (a job that trains works on a copy of its model)."""
     from workbench.core.data import Dataset, Split
+    from workbench.core.model_io import LoadedModel
 
-    return Dataset, Split
+    return Dataset, Split, LoadedModel
 
 
 class _Pickler(pickle.Pickler):

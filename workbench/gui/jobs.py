@@ -18,7 +18,8 @@ record says what it waits for.
 
 With `long_jobs=PROCESS` (the application's choice) the long lane's thread hands each job to a
 worker process (`core.worker_process`) and waits: a training loop's Python then runs under another
-interpreter lock, so the window's never waits for it. The job, its signals and its record are the
+interpreter lock, so the window's never waits for it. The interactive lane has a worker process of
+its own for the jobs that say they are `portable` (galleries, explanations, the ablation check). The job, its signals and its record are the
 same either way; a job whose inputs cannot be sent there runs on the lane's thread, and its
 record's `where` says so.
 
@@ -265,8 +266,9 @@ class JobRunner(QObject):
         if long_jobs == PROCESS:
             from workbench.core.worker_process import ProcessExecutor
 
-            self.executors[LONG] = ProcessExecutor()
-            self.executors[LONG].start()  # it imports PyTorch while the window opens
+            for lane in (LONG, INTERACTIVE):  # a click's gallery must not hold the window's lock either
+                self.executors[lane] = ProcessExecutor()
+                self.executors[lane].start()  # it imports PyTorch while the window opens
         self.pools: dict[str, QThreadPool] = {}
         for lane, threads in LANES.items():
             pool = self.pools[lane] = QThreadPool(self)
@@ -284,12 +286,14 @@ class JobRunner(QObject):
 
     def submit(self, name: str, fn: Callable, *args, device: str = "auto", uses_device: bool = True,
                report_errors: bool = True, lane: str | None = None, project=None, reuse: bool = True,
-               view: str = "", **kwargs) -> Job:
+               view: str = "", portable: bool | None = None, **kwargs) -> Job:
         """Run `fn(ctx, *args, **kwargs)` on a worker thread; returns the job at once.
 
         `uses_device` resolves the torch device before the job starts (and so imports torch); jobs
         that only read files pass False and run in the I/O lane. `lane` is LONG (the default for
-        compute) or INTERACTIVE for what a click waits for. With `project`, `fn` gets `project=` a
+        compute) or INTERACTIVE for what a click waits for. `portable` says the job may run in its
+        lane's worker process (its result pickles): long jobs may unless they say otherwise, interactive
+        ones when they say so (the start-up and model loading stay here). With `project`, `fn` gets `project=` a
         `StagedProject` (`reuse=False` hides stored results) committed when the job finishes.
         Failures are announced through `job_failed` unless `report_errors` is False (the caller then
         handles `job.failed` itself).
@@ -299,7 +303,7 @@ class JobRunner(QObject):
             raise ValueError(f"unknown lane {lane!r}")
         record = JobRecord(next(self._ids), name, submitted=time.monotonic(), lane=lane, view=view)
         job = Job(record, fn, args, kwargs, device, uses_device, self, project=project, reuse=reuse,
-                  executor=self.executors.get(lane))
+                  executor=self.executors.get(lane) if (lane == LONG if portable is None else portable) else None)
         job.report_errors = report_errors
         job.started.connect(lambda: self.job_changed.emit(job))
         job.device_known.connect(lambda device: self._on_device(job, device))

@@ -404,7 +404,7 @@ class ImportanceView(AnalysisView):
             self.jobs.run(("gallery", key), f"Gallery of neuron {neuron} of {layer} in {model}", neuron_gallery,
                           self.session.models[model].model, self.session.datasets[spec], layer, neuron, k=GALLERY_SIZE,
                           split="train", max_inputs=GALLERY_SAMPLE, group="gallery", lane=INTERACTIVE,
-                          view="importance")
+                          view="importance", portable=True)
         self._show_gallery(key)
 
     def _show_gallery(self, key: tuple) -> None:
@@ -489,7 +489,7 @@ class ImportanceView(AnalysisView):
             what = f" for neuron {neuron}" if neuron is not None else ""
             self.jobs.run(("explanation", key), f"Explain {split} image #{index:,} at {layer}{what}", explain,
                           self.session.models[model].model, data, split if split in data.splits else inputs, index,
-                          layer, neuron, group="explanation", lane=INTERACTIVE, view="importance")
+                          layer, neuron, group="explanation", lane=INTERACTIVE, view="importance", portable=True)
         self._show_explanation(key)
 
     def _show_explanation(self, key: tuple) -> None:
@@ -539,7 +539,7 @@ class ImportanceView(AnalysisView):
             self.jobs.run(("ablation", key), f"Ablation check of the top {len(top)} neurons of {layer} in {model}",
                           ablation_check, self.session.models[model].model, self.session.datasets[spec], layer,
                           [int(n) for n in top], draws=ABLATION_DRAWS, split="test", group="ablation",
-                          lane=INTERACTIVE, project=self.session.project, view="importance")
+                          lane=INTERACTIVE, project=self.session.project, view="importance", portable=True)
         self._show_ablation(key)
 
     def _on_panel_job_ended(self, panel_key: tuple) -> None:

@@ -241,7 +241,8 @@ class RobustnessView(QWidget):
         # Building the pools can take minutes: it starts by itself only when it is quick on this machine.
         self.histogram.show_message("Timing the set-up…", "", busy=True)
         job = self.jobs.run("estimate", f"Time the robustness set-up of {model}", study.setup_seconds, bundle.model,
-                            data, inputs, lane=INTERACTIVE, view="robustness", group="estimate", report_errors=False)
+                            data, inputs, lane=INTERACTIVE, view="robustness", group="estimate", report_errors=False,
+                            portable=True)
         job.finished.connect(lambda seconds, key=key: self._on_estimated(key, seconds))
         job.failed.connect(lambda exc, key=key: self._on_estimated(key, None))
 
@@ -346,7 +347,7 @@ class RobustnessView(QWidget):
         self._cancel("select")
         job = self.jobs.run("select", f"Select {budget} with {strategy_title(strategy)}", study.select_candidates,
                             self.base, strategy, budget, 0, uses_device=strategy == "coverage-greedy",
-                            lane=INTERACTIVE, view="robustness", group="select", report_errors=False)
+                            lane=INTERACTIVE, view="robustness", group="select", report_errors=False, portable=True)
         self._track("select", job)
         base = self.base
         job.finished.connect(lambda result, base=base: base is self.base and self._show_selection(*result))
