@@ -247,7 +247,7 @@ def _save_run(project, name, what, rows, params, **how):
 
 def _save_retrained(args, tuned, model, dataset, row: dict, params: dict) -> str:
     """The retrained model as a workbench checkpoint with its card (and the card as a sidecar JSON)."""
-    from workbench.core.model_io import save_checkpoint
+    from workbench.core.model_io import save_checkpoint, weights_digest
     from workbench.core.store import write_json
 
     out = Path(args.out)
@@ -263,6 +263,7 @@ def _save_retrained(args, tuned, model, dataset, row: dict, params: dict) -> str
         "adaptive_robust_accuracy": row["adaptive_robust_accuracy"], "fol_mean": row["fol_mean"],
         "input_shape": list(dataset.image_shape), "class_names": list(model.info.class_names or dataset.class_names),
         "command": command_line(args), "source": "fine-tuned by this project's own `workbench retrain`",
+        "weights_sha256": weights_digest(tuned.module.state_dict()),
     }
     if base.get("licence"):
         card["licence"] = base["licence"]

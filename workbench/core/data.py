@@ -19,6 +19,17 @@ if TYPE_CHECKING:  # torch is imported lazily so the GUI starts fast
     import torch
 
 
+MAX_CLASSES = 100_000  # labels beyond this are damage, not classes (their names would not fit in memory)
+
+
+def shape_text(shape) -> str:
+    """A shape for a message, elided when it has many dimensions."""
+    shape = tuple(int(d) for d in shape)
+    if len(shape) <= 6:
+        return str(shape)
+    return f"({', '.join(map(str, shape[:4]))}, … {len(shape) - 5} more …, {shape[-1]}) ({len(shape)} dimensions)"
+
+
 @dataclass
 class DatasetCard:
     """Where a dataset comes from and under what terms."""
@@ -39,7 +50,7 @@ def to_nchw(images: np.ndarray, what: str = "images") -> np.ndarray:
         if images.shape[3] in (1, 3):
             return images.transpose(0, 3, 1, 2)
     raise WorkbenchError(
-        f"{what} have shape {tuple(images.shape)}; expected (N,H,W), (N,H,W,C) or (N,C,H,W) with C = 1 or 3.",
+        f"{what} have shape {shape_text(images.shape)}; expected (N,H,W), (N,H,W,C) or (N,C,H,W) with C = 1 or 3.",
         "Store grey images as (N,H,W) and colour images as (N,H,W,3).")
 
 
@@ -62,6 +73,23 @@ def as_image_array(images: np.ndarray, what: str = "images") -> np.ndarray:
                          "Convert the images to uint8 (0–255) or float (0–1).")
 
 
+def class_names_from(stored, what: str = "class_names") -> list[str] | None:
+    """Class names stored with data: a flat list of text (or bytes); anything else is refused."""
+    if stored is None:
+        return None
+    names = np.asarray(stored)
+    if names.ndim != 1 or names.dtype.kind not in "USO":
+        raise WorkbenchError(f"{what} is {shape_text(names.shape)} of {names.dtype}, not a list of names.",
+                             "Store the class names as a list of strings.")
+    out = []
+    for name in names.tolist():
+        if not isinstance(name, (str, bytes)):
+            raise WorkbenchError(f"{what} holds {type(name).__name__} values, not names.",
+                                 "Store the class names as a list of strings.")
+        out.append(name.decode(errors="replace") if isinstance(name, bytes) else name)
+    return out
+
+
 def check_unit_range(images: np.ndarray, what: str = "images") -> None:
     """Refuse float images outside [0, 1] or with NaN, naming what was found."""
     if images.size == 0:
@@ -75,19 +103,33 @@ def check_unit_range(images: np.ndarray, what: str = "images") -> None:
 
 
 def as_labels(labels: np.ndarray, num_classes: int | None = None, what: str = "labels") -> np.ndarray:
-    """Validate labels: integers (or one-hot rows, converted by argmax) in [0, num_classes)."""
+    """Validate labels: integers (or one-hot rows, converted by argmax) in [0, num_classes).
+
+    A column of labels (N, 1) is a vector, not one-hot rows; whole-number floats are accepted, NaN,
+    fractions, complex numbers, text and labels beyond `MAX_CLASSES` are refused.
+    """
     labels = np.asarray(labels)
-    if labels.ndim == 2:
+    if labels.ndim == 2 and labels.shape[1] == 1:
+        labels = labels[:, 0]
+    elif labels.ndim == 2:
+        if labels.size and not (np.isin(labels, (0, 1)).all() and (labels.sum(axis=1) == 1).all()):
+            raise WorkbenchError(f"{what} have shape {shape_text(labels.shape)} but are not one-hot rows.",
+                                 "Store one integer class index per image, or rows with a single 1.")
         labels = labels.argmax(axis=1)
     if labels.ndim != 1:
-        raise WorkbenchError(f"{what} have shape {labels.shape}; expected (N,) or one-hot (N, K).",
+        raise WorkbenchError(f"{what} have shape {shape_text(labels.shape)}; expected (N,) or one-hot (N, K).",
                              "Store one integer class index per image.")
-    if labels.size and not (np.issubdtype(labels.dtype, np.number) or labels.dtype == bool):
+    if labels.size and labels.dtype.kind not in "biuf":
         raise WorkbenchError(f"{what} have dtype {labels.dtype}; expected integer class indices.",
                              "Store class indices 0, 1, 2, … and put the names in class_names.")
-    if labels.size and not np.issubdtype(labels.dtype, np.integer):
+    if labels.size and labels.dtype.kind == "f":
+        if not np.isfinite(labels).all():
+            raise WorkbenchError(f"{what} contain NaN or infinite values.", "Store integer class indices.")
         if not np.all(np.mod(labels, 1) == 0):
             raise WorkbenchError(f"{what} are not whole numbers.", "Store integer class indices.")
+    if labels.size and labels.dtype.kind in "iuf" and labels.max() >= MAX_CLASSES:
+        raise WorkbenchError(f"{what} contain the class {labels.max():.0f}, beyond the {MAX_CLASSES:,} classes "
+                             "a dataset may have.", "Store class indices 0, 1, 2, …; the file may be damaged.")
     labels = labels.astype(np.int64)
     if labels.size and labels.min() < 0:
         raise WorkbenchError(f"{what} contain the negative class {int(labels.min())}.",

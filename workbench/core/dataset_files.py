@@ -13,20 +13,23 @@ import numpy as np
 
 from workbench.core.class_names import FASHION_CLASSES
 from workbench.core.data import (Dataset, DatasetCard, Split, as_image_array, as_labels,
-                                 check_unit_range, to_nchw)
+                                 check_unit_range, class_names_from, shape_text, to_nchw)
 from workbench.core.errors import WorkbenchError
+from workbench.core.files import folder_entries, regular_file
 from workbench.core.idx import load_idx_pair
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp"}
+MAX_IMAGE_SIDE = 4096  # a larger picture is no classifier input; its header is read, never its pixels
 
 
 def load_path(path: str | os.PathLike) -> Dataset:
     """Load a dataset from a file or folder, choosing the reader by what is there."""
     p = Path(path)
     if p.is_dir():
-        if any(_is_idx_name(f.name) for f in p.iterdir()):
+        if any(_is_idx_name(f.name) for f in folder_entries(p, "data folder")):
             return load_idx_folder(p)
         return load_image_folder(p)
+    regular_file(p, "data file")
     suffix = p.suffix.lower()
     if suffix == ".npz":
         return load_npz(p)
@@ -37,8 +40,10 @@ def load_path(path: str | os.PathLike) -> Dataset:
 
 
 def _class_names(stored, labels: list[np.ndarray]) -> list[str]:
-    if stored is not None:
-        return [s.decode() if isinstance(s, bytes) else str(s) for s in np.asarray(stored).tolist()]
+    """The stored names, or "0", "1", … up to the largest label (bounded by `as_labels`)."""
+    names = class_names_from(stored)
+    if names is not None:
+        return names
     top = max((int(l.max()) for l in labels if l.size), default=0)
     return [str(i) for i in range(top + 1)]
 
@@ -59,7 +64,7 @@ def _is_idx_name(name: str) -> bool:
 
 def load_idx_folder(folder: Path) -> Dataset:
     """Pair `*images*`/`*labels*` IDX files by split prefix (train / t10k or test)."""
-    files = [f for f in folder.iterdir() if _is_idx_name(f.name)]
+    files = [f for f in folder_entries(folder, "data folder") if _is_idx_name(f.name)]
     splits = {}
     for split, prefixes in (("train", ("train",)), ("test", ("t10k", "test"))):
         imgs = [f for f in files if f.name.startswith(prefixes) and "images" in f.name]
@@ -84,6 +89,7 @@ def load_idx_folder(folder: Path) -> Dataset:
 def load_npz(path: Path) -> Dataset:
     import zipfile
 
+    regular_file(path, "NPZ file")  # is_zipfile says False for a file it cannot read: say why instead
     if not zipfile.is_zipfile(path):  # np.load would take any other bytes for a pickle
         raise WorkbenchError(f"{path.name} is not an NPZ file (an NPZ is a zip archive of arrays).",
                              "Check the file is complete; write it with numpy.savez.")
@@ -143,6 +149,23 @@ class H5Images:
         return out
 
 
+def _h5_array(group, key: str, what: str):
+    """`group[key]` if it is an array dataset; a group, a scalar or a link that leads nowhere is refused."""
+    import h5py
+
+    try:
+        item = group.get(key)
+    except (KeyError, OSError, ValueError, TypeError) as exc:  # an external link to a missing file
+        raise WorkbenchError(f"{what} is a link that leads nowhere ({exc}).", "Store the array itself.") from exc
+    if item is None:
+        raise WorkbenchError(f"{what} is a link that leads nowhere.", "Store the array itself.")
+    if not isinstance(item, h5py.Dataset):
+        raise WorkbenchError(f"{what} is a {type(item).__name__}, not an array.", "Store the array itself.")
+    if item.ndim == 0:
+        raise WorkbenchError(f"{what} is a single value, not an array of shape (N, …).", "Store one entry per image.")
+    return item
+
+
 def load_hdf5(path: Path) -> Dataset:
     import h5py
 
@@ -150,14 +173,17 @@ def load_hdf5(path: Path) -> Dataset:
         f = h5py.File(path, "r")
     except OSError as exc:
         raise WorkbenchError(f"Cannot open {path.name} as HDF5: {exc}", "Check the file is a complete HDF5 file.") from exc
-    groups = {"test": f} if "x" in f and "y" in f else {s: f[s] for s in ("train", "test") if s in f}
-    groups = {k: g for k, g in groups.items() if "x" in g and "y" in g}
-    if not groups:
-        f.close()
-        raise WorkbenchError(f"{path.name} has no datasets x and y at the root or in groups train/test.",
-                             "Write images to 'x' and labels to 'y'.")
     try:
-        parts = {k: (H5Images(g["x"], f"{path.name} {k} images"), g["y"][:]) for k, g in groups.items()}
+        groups = {"test": f} if "x" in f and "y" in f else {s: f[s] for s in ("train", "test") if s in f}
+        groups = {k: g for k, g in groups.items() if isinstance(g, h5py.Group) and "x" in g and "y" in g}
+        if not groups:
+            raise WorkbenchError(f"{path.name} has no datasets x and y at the root or in groups train/test.",
+                                 "Write images to 'x' and labels to 'y'.")
+        parts = {}
+        for k, g in groups.items():
+            where = f"{path.name}: {'' if g is f else k + '/'}"
+            x, y = _h5_array(g, "x", f"{where}x"), _h5_array(g, "y", f"{where}y")
+            parts[k] = (H5Images(x, f"{path.name} {k} images"), y[:])
         return _make(path, parts, f.attrs.get("class_names"), path.name)
     except BaseException:
         f.close()  # a refused file is not held open
@@ -169,16 +195,12 @@ def load_hdf5(path: Path) -> Dataset:
 def _read_class_tree(root: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
     from PIL import Image
 
-    classes = sorted(d.name for d in root.iterdir() if d.is_dir())
+    classes = sorted(d.name for d in folder_entries(root, "image folder") if d.is_dir())
     images, labels = [], []
     for label, name in enumerate(classes):
-        for f in sorted((root / name).iterdir()):
+        for f in folder_entries(root / name, "class folder"):
             if f.suffix.lower() in IMAGE_SUFFIXES:
-                try:
-                    with Image.open(f) as im:
-                        images.append(np.asarray(im.convert("L" if im.mode in ("L", "1", "I", "P") else "RGB")))
-                except OSError as exc:
-                    raise WorkbenchError(f"Cannot read image {f}: {exc}", "Remove or replace the damaged file.") from exc
+                images.append(_read_image(regular_file(f, "image")))
                 labels.append(label)
     if not images:
         raise WorkbenchError(f"{root} holds no images in class sub-folders.",
@@ -188,6 +210,27 @@ def _read_class_tree(root: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
         raise WorkbenchError(f"{root} holds images of different sizes: {sorted(shapes)[:4]}.",
                              "Resize the images to one size first.")
     return as_image_array(np.stack(images), str(root)), np.array(labels, dtype=np.int64), classes
+
+
+def _read_image(path: Path) -> np.ndarray:
+    """One image as an array, grey or RGB; a file that does not decode, or claims a picture larger than
+    `MAX_IMAGE_SIDE` on a side, is refused before its pixels are read."""
+    import warnings
+
+    from PIL import Image
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(path) as im:
+                if max(im.size) > MAX_IMAGE_SIDE:
+                    raise WorkbenchError(f"The image {path} claims {im.size[0]}×{im.size[1]} pixels, more than the "
+                                         f"{MAX_IMAGE_SIDE} a side the workbench reads.", "Resize it first.")
+                return np.asarray(im.convert("L" if im.mode in ("L", "1", "I", "P") else "RGB"))
+    except WorkbenchError:
+        raise
+    except Exception as exc:  # PIL raises OSError, SyntaxError, ValueError … for files that do not decode
+        raise WorkbenchError(f"Cannot read image {path}: {exc}", "Remove or replace the damaged file.") from exc
 
 
 def load_image_folder(root: Path) -> Dataset:

@@ -63,11 +63,38 @@ class LoadedModel:
 
     def fingerprint(self) -> str:
         """A short hash of the weights: results computed with other weights are told apart by it."""
-        h = hashlib.sha256()
-        for key, tensor in self.module.state_dict().items():
-            h.update(key.encode())
-            h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-        return h.hexdigest()[:16]
+        return weights_digest(self.module.state_dict())[:16]
+
+
+def weights_digest(state: dict) -> str:
+    """SHA-256 of a state_dict's names and tensor bytes, in order: what checkpoints and model cards
+    record, so weights damaged on disk are found when they are loaded."""
+    import torch
+
+    h = hashlib.sha256()
+    for key, tensor in state.items():
+        h.update(key.encode())
+        data = tensor.detach().cpu().contiguous()
+        try:
+            h.update(data.numpy().tobytes())
+        except TypeError:  # a dtype numpy lacks (bfloat16): its raw bytes
+            h.update(data.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def check_weights(path: Path, state: dict, recorded) -> None:
+    """Refuse weights whose hash differs from the one recorded when they were saved."""
+    if recorded and weights_digest(state) != recorded:
+        raise WorkbenchError(f"{path.name} is damaged: its weights do not match the hash recorded when it was "
+                             "saved (in the checkpoint or its model card).",
+                             "Restore the file from a copy, or train the model again.")
+
+
+def check_checkpoint_version(path: Path, version) -> None:
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= CHECKPOINT_VERSION:
+        raise WorkbenchError(f"{path.name} is a workbench checkpoint of checkpoint format {version!r}; this "
+                             f"workbench reads checkpoint format 1 to {CHECKPOINT_VERSION}.",
+                             "Update the workbench to load it.")
 
 
 # --- bundled models ----------------------------------------------------------------------------
@@ -240,6 +267,7 @@ def load_model(spec: str | os.PathLike, arch: str | None = None, trust: bool = F
             from safetensors.torch import load_file
 
             state = load_file(str(path))
+            check_weights(path, state, meta.get("weights_sha256"))
             if not arch:
                 raise WorkbenchError(f"{path.name} holds only weights; the architecture is unknown.",
                                      "Name it with --arch (or a descriptor JSON beside the file).")
@@ -249,11 +277,14 @@ def load_model(spec: str | os.PathLike, arch: str | None = None, trust: bool = F
             if isinstance(obj, nn.Module):
                 module, fmt = obj, "pickle (trusted)"
             elif isinstance(obj, dict) and obj.get("format") == CHECKPOINT_FORMAT:
+                check_checkpoint_version(path, obj.get("version"))
+                check_weights(path, obj["state_dict"], obj.get("weights_sha256") or meta.get("weights_sha256"))
                 meta = {**obj.get("info", {}), **meta}
                 arch = arch or obj["arch"]
                 module, arch_obj = _build(arch, obj["state_dict"], len(obj["info"]["class_names"]))
                 fmt = "checkpoint"
             elif isinstance(obj, dict) and obj and all(isinstance(v, torch.Tensor) for v in obj.values()):
+                check_weights(path, obj, meta.get("weights_sha256"))
                 if not arch:
                     raise WorkbenchError(f"{path.name} holds only weights (a state_dict); the architecture is unknown.",
                                          "Name it with --arch (or a descriptor JSON beside the file).")
@@ -287,7 +318,8 @@ def _strip_softmax(module):
 # --- saving ------------------------------------------------------------------------------------
 
 def save_checkpoint(path: str | os.PathLike, module, arch: str, info: dict) -> Path:
-    """Write a self-describing checkpoint (plain data + tensors, loadable with weights_only=True).
+    """Write a self-describing checkpoint (plain data + tensors, loadable with weights_only=True) with
+    the SHA-256 of its weights, checked when it is loaded.
 
     Written under a temporary name and renamed into place, so a crash or cancel never leaves a
     half-written file where a good one was.
@@ -296,9 +328,9 @@ def save_checkpoint(path: str | os.PathLike, module, arch: str, info: dict) -> P
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, "arch": arch,
-               "state_dict": {k: v.detach().cpu() for k, v in module.state_dict().items()},
-               "info": info}
+    state = {k: v.detach().cpu() for k, v in module.state_dict().items()}
+    payload = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, "arch": arch, "state_dict": state,
+               "weights_sha256": weights_digest(state), "info": info}
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:

@@ -28,8 +28,10 @@ import numpy as np
 from workbench.core.errors import WorkbenchError
 from workbench.core.store import (
     Artifact,
+    disk_full_error,
     file_lock,
     flush_to_disk,
+    is_disk_full,
     provenance,
     read_artifact,
     temporary_beside,
@@ -40,6 +42,8 @@ from workbench.core.store import (
 PROJECT_FORMAT = "dl-workbench-project"
 PROJECT_VERSION = 1
 SETTINGS = "project.json"
+BACKUP = SETTINGS + ".bak"
+UNREADABLE = "unreadable"  # index entries of the wrong shape, kept in the file but never used
 LOCK = ".project.lock"
 ARTIFACTS = "artifacts"
 #: A temporary file of an unknown writer this old is left over from a crash. A staged artifact names
@@ -85,26 +89,112 @@ def _writer_alive(tmp: Path) -> bool | None:
     return True
 
 
+def _restore_hint(folder: Path) -> str:
+    backup = folder / BACKUP
+    if backup.exists():
+        return f"A backup of the previous version is at {backup}; copy it over {SETTINGS} to restore it."
+    return "Restore the file from a backup, or create a new project."
+
+
 def _read_settings(folder: Path) -> dict:
     path = folder / SETTINGS
     if not path.exists():
+        if (folder / BACKUP).exists():
+            raise WorkbenchError(f"{folder} has no {SETTINGS}, but its backup {BACKUP} is there.",
+                                 f"Restore the project: rename {BACKUP} to {SETTINGS}, then open the folder again.")
         raise WorkbenchError(f"{folder} is not a project folder (no {SETTINGS}).",
                              "Choose a project folder, or create a new project there.")
     try:
         settings = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        backup = path.with_name(SETTINGS + ".bak")
-        hint = (f"A backup of the previous version is at {backup}; copy it over {SETTINGS} to restore it."
-                if backup.exists() else "Restore the file from a backup, or create a new project.")
-        raise WorkbenchError(f"The project file {path} is damaged: {exc}", hint) from exc
+        raise WorkbenchError(f"The project file {path} is damaged: {exc}", _restore_hint(folder)) from exc
+    return _checked_settings(settings, path)
+
+
+def _checked_settings(settings, path: Path) -> dict:
+    """The settings if they have the shape of a project file; entries of the wrong shape are set aside
+    under `unreadable` (kept in the file, never used), anything else of the wrong shape is refused."""
     if not isinstance(settings, dict) or settings.get("format") != PROJECT_FORMAT:
         raise WorkbenchError(f"{path} is not a workbench project file.", "Choose a project folder.")
-    if int(settings.get("version", 0)) > PROJECT_VERSION:
-        raise WorkbenchError(f"{folder} was saved by a newer workbench (format {settings['version']}).",
+    version = settings.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise WorkbenchError(f"{path} has version {version!r}, which is not a project format number.",
+                             _restore_hint(path.parent))
+    if version > PROJECT_VERSION:
+        raise WorkbenchError(f"{path.parent} was saved by a newer workbench (format {version}).",
                              "Update the workbench to open it.")
+    for key, kind in (*SECTIONS, ("name", str), (UNREADABLE, dict)):
+        if key in settings and not isinstance(settings[key], kind):
+            found = "null" if settings[key] is None else type(settings[key]).__name__
+            raise WorkbenchError(f"In {path}, {key!r} is {found}, not a {kind.__name__}.", _restore_hint(path.parent))
     for key, default in SECTIONS:
         settings.setdefault(key, default())
+    _set_aside(settings)
     return settings
+
+
+def _entry_problem(section: str, entry) -> str:
+    """What is wrong with one entry of a section ('' when nothing is)."""
+    if section == "datasets":
+        return "" if isinstance(entry, str) and entry else "not a dataset name"
+    if not isinstance(entry, dict):
+        return f"a {'null' if entry is None else type(entry).__name__}, not an entry"
+    if section == "artifacts":
+        for key in ("kind", "file"):
+            if not isinstance(entry.get(key), str) or not entry.get(key):
+                return f"no {key}"
+        for key in ("provenance", "shapes"):
+            if key in entry and not isinstance(entry[key], dict):
+                return f"its {key} is not a mapping"
+        return ""
+    if not isinstance(entry.get("name"), str) or not entry.get("name"):
+        return "no name"
+    if section == "models" and "spec" in entry and not isinstance(entry["spec"], str):
+        return "its spec is not text"
+    return ""
+
+
+def _set_aside(settings: dict) -> None:
+    aside = settings.get(UNREADABLE, {})
+    for name, entry in list(settings["artifacts"].items()):
+        if _entry_problem("artifacts", entry):
+            aside.setdefault("artifacts", {})[name] = settings["artifacts"].pop(name)
+    for section in ("datasets", "models", "testsets"):
+        bad = [e for e in settings[section] if _entry_problem(section, e)]
+        if bad:
+            settings[section] = [e for e in settings[section] if not _entry_problem(section, e)]
+            aside.setdefault(section, []).extend(bad)
+    if aside:
+        settings[UNREADABLE] = aside
+
+
+def _aside_problems(settings: dict) -> list[str]:
+    problems = []
+    for section, entries in settings.get(UNREADABLE, {}).items():
+        if section == "artifacts" and isinstance(entries, dict):
+            for name, entry in entries.items():
+                problems.append(f"The artifact entry {name!r} in {SETTINGS} is not readable "
+                                f"({_entry_problem('artifacts', entry) or 'set aside before'}); it is kept under "
+                                f"{UNREADABLE!r} and not used.")
+        elif isinstance(entries, list) and entries:
+            problems.append(f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'} of {section!r} in {SETTINGS} "
+                            f"are not readable; they are kept under {UNREADABLE!r} and not used.")
+    return problems
+
+
+def _refuse_remains(folder: Path) -> None:
+    """A folder that lost its project.json but holds its backup or artifacts is not a new project."""
+    if (folder / BACKUP).exists():
+        raise WorkbenchError(f"{folder} has no {SETTINGS} but holds its backup {BACKUP}, so no new project is "
+                             "created over it.", f"Restore the project: rename {BACKUP} to {SETTINGS}, then open "
+                             "the folder. Or choose another folder for a new project.")
+    artifacts = folder / ARTIFACTS
+    files = [p for p in artifacts.rglob("*.h5")] if artifacts.is_dir() else []
+    if files:
+        raise WorkbenchError(f"{folder} has no {SETTINGS} but holds {len(files)} artifact file"
+                             f"{'s' * (len(files) != 1)} of a project, so no new project is created over them.",
+                             f"Restore {SETTINGS} from a copy of the project, or choose another folder for a new "
+                             "project; the files are left as they are.")
 
 
 class Project:
@@ -136,6 +226,7 @@ class Project:
         with project._locked():
             if (folder / SETTINGS).exists():
                 raise WorkbenchError(f"{folder} already holds a project.", "Open it instead, or choose an empty folder.")
+            _refuse_remains(folder)
             write_json(folder / SETTINGS, settings)
         return project
 
@@ -145,6 +236,7 @@ class Project:
         settings = _read_settings(folder)
         read_only = not os.access(folder, os.W_OK)
         project = cls(folder, settings, [], read_only)
+        project.problems += _aside_problems(settings)
         if not read_only:
             project.problems += project.repair()
         project._check_artifacts()
@@ -291,8 +383,10 @@ class Project:
         try:
             write_artifact_file(tmp, kind, arrays, record, name)
             flush_to_disk(tmp)
-        except BaseException:
+        except BaseException as exc:
             tmp.unlink(missing_ok=True)
+            if is_disk_full(exc):
+                raise disk_full_error(self.folder, f"the result {name!r}") from exc
             raise
         return StagedArtifact(name, entry, tmp)
 

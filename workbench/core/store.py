@@ -7,6 +7,7 @@ carry their kind, a format version and a provenance record (how they were made) 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -72,6 +73,22 @@ def file_lock(path: str | os.PathLike):
         handle.close()  # closing releases the lock
 
 
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+# HDF5 reports a failed write in its own words, with the system's errno inside the text.
+_NO_SPACE_TEXT = ("No space left", "Disk quota exceeded", "File too large", "errno = 28", "errno = 122",
+                  "errno = 27")
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether a write failed because the disk (or the user's quota, or the file-size limit) is full."""
+    return isinstance(exc, OSError) and (exc.errno in _NO_SPACE or any(t in str(exc) for t in _NO_SPACE_TEXT))
+
+
+def disk_full_error(folder: Path, what: str) -> WorkbenchError:
+    return WorkbenchError(f"The disk is full: {what} could not be saved in {folder}.",
+                          "Free some disk space and run it again. What was saved before is kept as it was.")
+
+
 def temporary_beside(path: Path, tag: str = "") -> Path:
     """A new empty hidden file `.<name>.<tag><random>.tmp` in `path`'s folder (created if missing), so a
     rename onto `path` stays on one file system."""
@@ -79,6 +96,8 @@ def temporary_beside(path: Path, tag: str = "") -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{tag}", suffix=".tmp", dir=path.parent)
     except OSError as exc:
+        if is_disk_full(exc):
+            raise disk_full_error(path.parent, path.name) from exc
         raise WorkbenchError(f"Cannot write in {path.parent}: {exc.strerror}.",
                              "Choose a folder you can write to, or fix its permissions.") from exc
     os.close(fd)
@@ -103,11 +122,17 @@ def write_json(path: str | os.PathLike, data: dict, backup: bool = True) -> None
     """Write JSON atomically, keeping the previous version as `<name>.bak` (itself written atomically,
     so a crash while backing up never leaves a half-written backup)."""
     path = Path(path)
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=_json_default))
-        if backup and path.exists():
-            with atomic_path(path.with_name(path.name + ".bak")) as backup_tmp:
-                shutil.copy2(path, backup_tmp)
+    text = json.dumps(data, indent=2, sort_keys=False, default=_json_default)
+    try:
+        with atomic_path(path) as tmp:
+            tmp.write_text(text)
+            if backup and path.exists():
+                with atomic_path(path.with_name(path.name + ".bak")) as backup_tmp:
+                    shutil.copy2(path, backup_tmp)
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise disk_full_error(path.parent, path.name) from exc
+        raise
 
 
 def lenient_json(o):
@@ -139,33 +164,87 @@ def write_artifact(path: str | os.PathLike, kind: str, arrays: dict[str, np.ndar
     return path
 
 
+class _DiskFullGuard:
+    """The file HDF5 writes an artifact through. When the disk is full, HDF5 cannot close the file it
+    could not extend and the process crashes later, so the guard keeps the failure to itself: writes
+    that fail with a full disk are recorded and reported as done, and `write_artifact_file` raises once
+    HDF5 has closed the (then useless) file."""
+
+    def __init__(self, file):
+        self.file = file
+        self.full: OSError | None = None
+
+    def _guarded(self, call, *args):
+        if self.full is not None:
+            return None
+        try:
+            return call(*args)
+        except OSError as exc:
+            if not is_disk_full(exc):
+                raise
+            self.full = exc
+            return None
+
+    def write(self, data) -> int:
+        self._guarded(self.file.write, data)
+        return len(data)
+
+    def truncate(self, size=None):
+        self._guarded(self.file.truncate, size)
+        return size
+
+    def flush(self) -> None:
+        self._guarded(self.file.flush)
+
+    def read(self, size=-1):
+        return self.file.read(size)
+
+    def readinto(self, buffer):
+        return self.file.readinto(buffer)
+
+    def seek(self, offset, whence=0):
+        return self.file.seek(offset, whence)
+
+    def tell(self):
+        return self.file.tell()
+
+
 def write_artifact_file(path: Path, kind: str, arrays: dict[str, np.ndarray], how: dict, name: str = "") -> None:
     """Write an artifact's HDF5 file in place (callers write to a temporary path and rename it).
 
     `name` is the artifact's name in its project, kept in the file so an artifact that was renamed
-    into place but never indexed can be indexed again under its own name.
+    into place but never indexed can be indexed again under its own name. A full disk raises
+    `OSError(ENOSPC)` once the file is closed (the caller removes it).
     """
     import h5py
 
-    with h5py.File(path, "w") as f:
-        f.attrs["workbench_artifact"] = ARTIFACT_VERSION
-        f.attrs["kind"] = kind
-        f.attrs["provenance"] = json.dumps(how, default=_json_default)
-        if name:
-            f.attrs["name"] = name
-        for key, array in arrays.items():
-            array = np.asarray(array)
-            if array.dtype.kind == "U":
-                array = array.astype(h5py.string_dtype())
-            if array.ndim == 0 or array.nbytes <= BLOCK_BYTES:
-                f.create_dataset(key, data=array, compression="gzip" if array.size > 4096 else None)
-                continue
-            # h5py holds the GIL for a whole write: in row blocks, a UI thread waits one block, not the array
-            rows = max(1, BLOCK_BYTES // max(1, array[0].nbytes))
-            dataset = f.create_dataset(key, shape=array.shape, dtype=array.dtype, compression="gzip",
-                                       chunks=(min(rows, len(array)), *array.shape[1:]))
-            for start in range(0, len(array), rows):
-                dataset[start:start + rows] = array[start:start + rows]
+    with open(path, "w+b") as raw:
+        guard = _DiskFullGuard(raw)
+        with h5py.File(guard, "w") as f:
+            f.attrs["workbench_artifact"] = ARTIFACT_VERSION
+            f.attrs["kind"] = kind
+            f.attrs["provenance"] = json.dumps(how, default=_json_default)
+            if name:
+                f.attrs["name"] = name
+            for key, array in arrays.items():
+                array = np.asarray(array)
+                if array.dtype.kind == "U":
+                    array = array.astype(h5py.string_dtype())
+                if array.ndim == 0 or array.nbytes <= BLOCK_BYTES:
+                    f.create_dataset(key, data=array, compression="gzip" if array.size > 4096 else None)
+                    continue
+                # h5py holds the GIL for a whole write: in row blocks, a UI thread waits one block, not the array
+                rows = max(1, BLOCK_BYTES // max(1, array[0].nbytes))
+                dataset = f.create_dataset(key, shape=array.shape, dtype=array.dtype, compression="gzip",
+                                           chunks=(min(rows, len(array)), *array.shape[1:]))
+                for start in range(0, len(array), rows):
+                    dataset[start:start + rows] = array[start:start + rows]
+                    if guard.full is not None:
+                        break
+                if guard.full is not None:
+                    break
+    if guard.full is not None:
+        raise OSError(errno.ENOSPC, f"No space left while writing {path.name}: {guard.full}")
 
 
 def flush_to_disk(path: str | os.PathLike) -> None:

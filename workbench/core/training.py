@@ -197,7 +197,7 @@ def train_and_save(ctx: JobContext, arch: str, dataset: Dataset, out, name: str,
     """
     from pathlib import Path
 
-    from workbench.core.model_io import save_checkpoint
+    from workbench.core.model_io import save_checkpoint, weights_digest
     from workbench.core.store import write_json
 
     out = Path(out)
@@ -212,6 +212,7 @@ def train_and_save(ctx: JobContext, arch: str, dataset: Dataset, out, name: str,
         "seconds_per_epoch": round(result.seconds_per_epoch, 2), "history": result.history,
         "input_shape": list(dataset.image_shape), "class_names": list(dataset.class_names),
         "command": command, "source": source, "licence": "MIT",
+        "weights_sha256": weights_digest(result.model.module.state_dict()),
     }
     ctx.check()  # the last moment to cancel before anything is written
     save_checkpoint(out, result.model.module, arch, card)
