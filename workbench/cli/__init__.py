@@ -21,8 +21,23 @@ GROUPS = (gui, info, training, importance, coverage, pools, retraining)
 WITHOUT_PLUGINS = ("gui", "info")
 
 
+class UsageError(Exception):
+    """A command line argparse refuses: printed like every other error, with where to read the options."""
+
+    def __init__(self, message: str, prog: str):
+        super().__init__(message)
+        self.prog = prog
+
+
+class Parser(argparse.ArgumentParser):
+    """An argparse parser whose refusals reach `main` (and come out as `error: …`, exit 2)."""
+
+    def error(self, message: str):
+        raise UsageError(message, self.prog)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="workbench", description="DL Testing Workbench")
+    parser = Parser(prog="workbench", description="DL Testing Workbench")
     sub = parser.add_subparsers(dest="command")
     for group in GROUPS:
         group.add_parsers(sub)
@@ -30,7 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except UsageError as exc:
+        print(f"error: {exc}\n  `{exc.prog} --help` lists the options.", file=sys.stderr)
+        return EXIT_ERROR
     args.argv = list(sys.argv[1:] if argv is None else argv)  # recorded in model cards as the command
     if args.command is None:
         args = build_parser().parse_args(["gui"])

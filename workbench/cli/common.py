@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from workbench.cli.arguments import integer, real, text
 from workbench.core.store import lenient_json
 
 EXIT_ERROR = 2
@@ -25,16 +26,17 @@ EXIT_CANCELLED = 130
 
 def add_common(p: argparse.ArgumentParser, seed: bool = True) -> None:
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda or cuda:N")
-    p.add_argument("--project", metavar="DIR", help="project folder where results are stored")
+    p.add_argument("--project", metavar="DIR", type=text("project folder"),
+                   help="project folder where results are stored")
     p.add_argument("--json", action="store_true", help="print machine-readable results")
     if seed:
-        p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+        p.add_argument("--seed", type=integer(0, 2**32 - 1), default=0, help="random seed (default 0)")
 
 
 def add_rule_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rule", default="lrp-0", help="lrp-0 (default), epsilon, z+ or alpha-beta")
-    p.add_argument("--epsilon", type=float, default=0.01, help="ε of the epsilon rule (default 0.01)")
-    p.add_argument("--alpha", type=float, default=2.0, help="α of the alpha-beta rule (default 2; β = α − 1)")
+    p.add_argument("--epsilon", type=real(0, 1e3, low_open=True), default=0.01, help="ε of the epsilon rule (default 0.01)")
+    p.add_argument("--alpha", type=real(1, 100), default=2.0, help="α of the alpha-beta rule (default 2; β = α − 1)")
     p.add_argument("--maxpool", default="winner", choices=["winner", "equal-split"], help="max-pool variant")
 
 
@@ -54,15 +56,15 @@ def importance_rule(args):
 
 def add_model_data(p, data_default: str | None = None, model_default: str | None = None) -> None:
     if model_default:
-        p.add_argument("--model", default=model_default, metavar="MODEL",
+        p.add_argument("--model", default=model_default, metavar="MODEL", type=text("model"),
                        help=f"bundled model name or a path (default {model_default})")
     else:
-        p.add_argument("--model", required=True, metavar="MODEL", help="bundled model name or a path")
+        p.add_argument("--model", required=True, metavar="MODEL", type=text("model"), help="bundled model name or a path")
     if data_default:
-        p.add_argument("--data", default=data_default, metavar="NAME",
+        p.add_argument("--data", default=data_default, metavar="NAME", type=text("dataset"),
                        help=f"dataset name or path (default {data_default})")
     else:
-        p.add_argument("--data", required=True, metavar="NAME", help="dataset name or path")
+        p.add_argument("--data", required=True, metavar="NAME", type=text("dataset"), help="dataset name or path")
 
 
 def add_loading(p) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from workbench.cli.arguments import integer, output_folder
 from workbench.cli.common import (
     add_common,
     add_rule_options,
@@ -29,7 +30,7 @@ def add_parsers(sub) -> None:
     cov.add_argument("--testset", metavar="NAME", help="test set: a split of --data (test, train), a project test set "
                                                       "(e.g. fashion-mnist:test), or a dataset name or path whose images "
                                                       "fit the model (default: the test split of --data)")
-    cov.add_argument("--max-inputs", type=int, metavar="N", help="measure a seeded sample of N test inputs")
+    cov.add_argument("--max-inputs", type=integer(1, 10**9), metavar="N", help="measure a seeded sample of N test inputs")
     cov.add_argument("--per-class", action="store_true", help="one criterion per class (test inputs routed by "
                                                               "--route); reports each class and the mean")
     cov.add_argument("--route", default="label", choices=["label", "prediction"],
@@ -44,8 +45,8 @@ def add_parsers(sub) -> None:
     cov.add_argument("--state", action="append", default=[], metavar="FILE",
                      help="a criterion state saved with --save-state: its fit is used instead of fitting; refused "
                           "when it was made for another model, layer, data or options (repeatable)")
-    cov.add_argument("--save-state", metavar="DIR", help="write each fitted criterion's state to DIR/<criterion>.h5")
-    cov.add_argument("--batch-size", type=int, default=500)
+    cov.add_argument("--save-state", metavar="DIR", type=output_folder, help="write each fitted criterion's state to DIR/<criterion>.h5")
+    cov.add_argument("--batch-size", type=integer(1, 65536), default=500)
     cov.add_argument("--split", default="train", help="split the criteria are fitted on (default train)")
     add_rule_options(cov)
     cov.add_argument("--arch", help="architecture of a plain state_dict file")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from workbench.cli.arguments import integer, output_folder
 from workbench.cli.common import (
     add_common,
     add_rule_options,
@@ -26,15 +27,15 @@ def add_parsers(sub) -> None:
     imp.add_argument("--m", type=int, default=6, help="how many top neurons (default 6)")
     imp.add_argument("--per-class", action="store_true", help="also rank neurons per class")
     imp.add_argument("--split", default="train", help="split relevance is summed over (default train)")
-    imp.add_argument("--max-inputs", type=int, metavar="N", help="use a seeded sample of N images of the split")
-    imp.add_argument("--batch-size", type=int, default=500)
+    imp.add_argument("--max-inputs", type=integer(1, 10**9), metavar="N", help="use a seeded sample of N images of the split")
+    imp.add_argument("--batch-size", type=integer(1, 65536), default=500)
     imp.add_argument("--ablation", default="zero", choices=["zero", "mean", "off"],
                      help="ablate the top-m and random neurons by zeroing or mean-replacing them, or skip (off)")
     imp.add_argument("--ablation-split", default="test", help="split accuracy is measured on (default test)")
-    imp.add_argument("--draws", type=int, default=5, help="random draws of m neurons to compare with (default 5)")
-    imp.add_argument("--gallery", type=int, metavar="NEURON", help="write the gallery of this neuron (needs --out)")
-    imp.add_argument("--out", metavar="DIR", help="folder for the gallery PNGs")
-    imp.add_argument("--k", type=int, default=9, help="inputs per gallery list (default 9)")
+    imp.add_argument("--draws", type=integer(1, 10_000), default=5, help="random draws of m neurons to compare with (default 5)")
+    imp.add_argument("--gallery", type=integer(0, 10**8), metavar="NEURON", help="write the gallery of this neuron (needs --out)")
+    imp.add_argument("--out", metavar="DIR", type=output_folder, help="folder for the gallery PNGs")
+    imp.add_argument("--k", type=integer(1, 10_000), default=9, help="inputs per gallery list (default 9)")
     imp.add_argument("--arch", help="architecture of a plain state_dict file")
     imp.add_argument("--download", action="store_true", help="let torchvision:<Name> datasets download")
     imp.add_argument("--trust-file", action="store_true",

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from workbench.cli.arguments import integer, output_file, real
 from workbench.cli.common import (
     ProjectTarget,
     add_common,
@@ -58,9 +59,9 @@ def add_parsers(sub) -> None:
     att.add_argument("--split", default="train", help="split to attack (default train)")
     add_eps(att)
     att.add_argument("--attacks", default="fgsm,pgd", metavar="LIST", help="comma-separated: fgsm, pgd (default both)")
-    att.add_argument("--max-inputs", type=int, metavar="N", help="attack a seeded sample of N inputs of the split")
+    att.add_argument("--max-inputs", type=integer(1, 10**9), metavar="N", help="attack a seeded sample of N inputs of the split")
     att.add_argument("--loss-mode", default="logits", help="logits (default) or keras_compat")
-    att.add_argument("--batch-size", type=int, default=256)
+    att.add_argument("--batch-size", type=integer(1, 65536), default=256)
     att.add_argument("--name", help="name of the pool stored with --project "
                                     "(default pool-<model>-<split>-eps<E>)")
     add_loading(att)
@@ -75,9 +76,9 @@ def add_parsers(sub) -> None:
     fol.add_argument("--attack", default="none", help="none (x' = x0, so FOL∞ = ε‖g‖₁), fgsm or pgd (default none)")
     add_eps(fol)
     fol.add_argument("--loss-mode", help="logits or keras_compat (default logits, or a stored pool's)")
-    fol.add_argument("--max-inputs", type=int, metavar="N", help="score a seeded sample of N inputs")
-    fol.add_argument("--batch-size", type=int, default=256)
-    fol.add_argument("--out", metavar="CSV", help="write the per-input values to this CSV file")
+    fol.add_argument("--max-inputs", type=integer(1, 10**9), metavar="N", help="score a seeded sample of N inputs")
+    fol.add_argument("--batch-size", type=integer(1, 65536), default=256)
+    fol.add_argument("--out", metavar="CSV", type=output_file, help="write the per-input values to this CSV file")
     add_loading(fol)
     add_common(fol)
 
@@ -89,7 +90,7 @@ def add_parsers(sub) -> None:
     sel.add_argument("--budget", required=True, metavar="B", help="a count, or a percentage of the pool like 5%%")
     sel.add_argument("--fol-kind", metavar="KIND", help="FOL the FOL strategies rank by: fol_linf (default), "
                                                         "grad_l2 or fosc_l2")
-    sel.add_argument("--k", type=int, metavar="K", help="sections of KM-ST (default 4)")
+    sel.add_argument("--k", type=integer(1, 10**9), metavar="K", help="sections of KM-ST (default 4)")
     sel.add_argument("--compat", action="store_true", help="BE-ST as in the RobOT code (n−1 tests for odd n)")
     sel.add_argument("--name", help="name of the new test set (default <pool>-<strategy>-<budget>)")
     add_common(sel)
@@ -98,17 +99,17 @@ def add_parsers(sub) -> None:
                                      "inputs, with both FOL kinds")
     add_model_data(fz)
     fz.add_argument("--split", default="train", help="split the seeds are drawn from (default train)")
-    fz.add_argument("--seeds", type=int, default=1000, metavar="N", help="seed inputs drawn (default 1000)")
-    fz.add_argument("--time-budget", type=float, default=300.0, metavar="S", help="wall-clock seconds (default 300)")
-    fz.add_argument("--mutations", type=int, default=200, metavar="N", help="mutations per seed (default 200)")
-    fz.add_argument("--max-tests", type=int, metavar="N", help="stop after N tests")
-    fz.add_argument("--lr", type=float, default=0.1, help="mutation step size (default 0.1)")
-    fz.add_argument("--max-dist", type=float, default=0.5, help="bound on ‖x − x0‖₂/‖x0‖₂ (default 0.5)")
+    fz.add_argument("--seeds", type=integer(1, 10**7), default=1000, metavar="N", help="seed inputs drawn (default 1000)")
+    fz.add_argument("--time-budget", type=real(0, 7 * 86400, low_open=True), default=300.0, metavar="S", help="wall-clock seconds (default 300)")
+    fz.add_argument("--mutations", type=integer(1, 10**6), default=200, metavar="N", help="mutations per seed (default 200)")
+    fz.add_argument("--max-tests", type=integer(1, 10**9), metavar="N", help="stop after N tests")
+    fz.add_argument("--lr", type=real(0, 10, low_open=True), default=0.1, help="mutation step size (default 0.1)")
+    fz.add_argument("--max-dist", type=real(0, 1, low_open=True), default=0.5, help="bound on ‖x − x0‖₂/‖x0‖₂ (default 0.5)")
     fz.add_argument("--project-linf", action="store_true", help="project every mutant onto the ε-ball around its seed")
     add_eps(fz)
     fz.add_argument("--compat", action="store_true", help="the original's recording rule and seed filter")
     fz.add_argument("--loss-mode", default="logits", help="logits (default) or keras_compat")
-    fz.add_argument("--batch-size", type=int, default=256)
+    fz.add_argument("--batch-size", type=integer(1, 65536), default=256)
     fz.add_argument("--name", help="name of the test set stored with --project (default fuzz-<model>-<split>)")
     fz.add_argument("--join-pool", metavar="NAME", help="also score the tests as candidates and store them merged "
                                                         "with this pool of --project")

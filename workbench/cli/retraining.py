@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+from workbench.cli.arguments import integer, output_file, output_folder
 from workbench.cli.common import (
     ProjectTarget,
     add_common,
@@ -63,7 +64,7 @@ def add_parsers(sub) -> None:
     add_grid_options(rt, strategies=None, budgets=None)
     rt.add_argument("--pool", metavar="NAME", help="use this candidate pool of --project instead of attacking the "
                                                    "training set")
-    rt.add_argument("--out", metavar="MODEL.pt", help="save the retrained model (exactly one run)")
+    rt.add_argument("--out", metavar="MODEL.pt", type=output_file, help="save the retrained model (exactly one run)")
     rt.add_argument("--name", help="name of the run stored with --project")
     add_loading(rt)
     add_common(rt)
@@ -71,13 +72,13 @@ def add_parsers(sub) -> None:
     cv = sub.add_parser("converge", help="rounds of attack and cumulative fine-tuning until static AE accuracy "
                                          "reaches the requirement; the FOL curve per round")
     add_model_data(cv)
-    cv.add_argument("--rounds", type=int, default=20, help="at most this many rounds (default 20)")
+    cv.add_argument("--rounds", type=integer(1, 10_000), default=20, help="at most this many rounds (default 20)")
     cv.add_argument("--requirement", type=float, default=0.8, help="static AE accuracy to reach (default 0.8)")
-    cv.add_argument("--epochs", type=int, default=5, help="fine-tuning epochs per round (default 5)")
+    cv.add_argument("--epochs", type=integer(1, 10_000), default=5, help="fine-tuning epochs per round (default 5)")
     cv.add_argument("--strategy", metavar="S", help="select from each round's pool with this strategy (needs "
                                                     "--budget; default: every success)")
     cv.add_argument("--budget", metavar="B", help="a count or a percentage of each round's pool")
-    cv.add_argument("--pool-inputs", type=int, metavar="N", help="attack a seeded sample of N training inputs per round")
+    cv.add_argument("--pool-inputs", type=integer(1, 10**9), metavar="N", help="attack a seeded sample of N training inputs per round")
     cv.add_argument("--plateau-stop", action="store_true", help="stop when the mean FOL∞ stops changing")
     add_eps(cv)
     add_report(cv)
@@ -91,7 +92,7 @@ def add_parsers(sub) -> None:
     robot = protocols.add_parser("robot", help="RobOT: BE-ST and KM-ST against DeepGini and random selection")
     add_model_data(robot, data_default="fashion-mnist", model_default="lenet5-fashion")
     add_grid_options(robot, strategies="be-st,km-st,deepgini,random", budgets="1%,2%,4%")
-    robot.add_argument("--out", metavar="DIR", help="folder for robot_experiment.csv/.md/.json/.png (default "
+    robot.add_argument("--out", metavar="DIR", type=output_folder, help="folder for robot_experiment.csv/.md/.json/.png (default "
                                                     "robot-experiment, or experiments/robot in --project)")
     robot.add_argument("--name", help="name of the run stored with --project")
     add_loading(robot)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from workbench.cli.arguments import integer
 from workbench.cli.common import check_positive, dataset_key, error, parse_list
 
 from workbench.core.robustness.scores import GRAD_L2_LABEL  # noqa: F401 - the commands print it
@@ -23,7 +24,7 @@ def add_eps(p) -> None:
 
 
 def add_report(p) -> None:
-    p.add_argument("--report-inputs", type=int, default=1000, metavar="N",
+    p.add_argument("--report-inputs", type=integer(1, 10**7), default=1000, metavar="N",
                    help="seeded subset of test inputs the adaptive PGD attack and the FOL curve use (default 1000)")
 
 
@@ -43,10 +44,10 @@ def add_grid_options(p, strategies: str | None, budgets: str | None) -> None:
                                                    + ("(default 0,1,2; --seed N alone runs seed N)" if strategies
                                                       else "(default: --seed)"))
     p.add_argument("--preset", default="robot-mnist", help="robot-mnist (default) or robot-cifar")
-    p.add_argument("--epochs", type=int, metavar="N", help="fine-tuning epochs (default: the preset's)")
+    p.add_argument("--epochs", type=integer(1, 10_000), metavar="N", help="fine-tuning epochs (default: the preset's)")
     p.add_argument("--checkpoint", default="clean", help="clean (best epoch on a held-out part of the pool, default) "
                                                          "or paper (best epoch on fp_test: optimistic)")
-    p.add_argument("--pool-inputs", type=int, metavar="N", help="attack a seeded sample of N training inputs")
+    p.add_argument("--pool-inputs", type=integer(1, 10**9), metavar="N", help="attack a seeded sample of N training inputs")
     add_eps(p)
     add_report(p)
 
@@ -168,7 +169,7 @@ def parse_budget(text: str):
             budget = int(text)
         except ValueError:
             raise error(f"The budget {text!r} is not a count or a percentage.", "Give e.g. 50 or 5%.") from None
-    resolve_budget(budget, 10**9)
+    resolve_budget(budget, None)
     return budget
 
 

@@ -7,24 +7,25 @@ import shlex
 import sys
 from pathlib import Path
 
+from workbench.cli.arguments import integer, output_file, real, text
 from workbench.cli.common import add_common, emit, make_context, run_job
 
 
 def add_parsers(sub) -> None:
     train = sub.add_parser("train", help="train a zoo architecture on a dataset")
-    train.add_argument("--model", required=True, metavar="ARCH", help="architecture name, e.g. lenet5")
+    train.add_argument("--model", required=True, metavar="ARCH", type=text("architecture"), help="architecture name, e.g. lenet5")
     train.add_argument("--data", required=True, metavar="NAME", help="dataset name or path")
-    train.add_argument("--epochs", type=int, default=8)
-    train.add_argument("--batch-size", type=int, default=128)
-    train.add_argument("--lr", type=float, default=1e-3)
-    train.add_argument("--out", metavar="PATH", help="checkpoint to write (default: <arch>-<data>.pt, "
+    train.add_argument("--epochs", type=integer(1, 10_000), default=8)
+    train.add_argument("--batch-size", type=integer(1, 65536), default=128)
+    train.add_argument("--lr", type=real(0, 10, low_open=True), default=1e-3)
+    train.add_argument("--out", metavar="PATH", type=output_file, help="checkpoint to write (default: <arch>-<data>.pt, "
                                                      "inside --project/models when given)")
     train.add_argument("--name", help="model name recorded in the card (default: the file name)")
     train.add_argument("--download", action="store_true", help="let torchvision:<Name> datasets download")
     add_common(train)
 
     ev = sub.add_parser("evaluate", help="accuracy, per-class accuracy and confusion matrix")
-    ev.add_argument("--model", required=True, metavar="MODEL", help="bundled model name or a path")
+    ev.add_argument("--model", required=True, metavar="MODEL", type=text("model"), help="bundled model name or a path")
     ev.add_argument("--data", required=True, metavar="NAME", help="dataset name or path")
     ev.add_argument("--split", default="test")
     ev.add_argument("--arch", help="architecture of a plain state_dict file")

@@ -13,7 +13,7 @@ import numpy as np
 
 from workbench.core.class_names import FASHION_CLASSES
 from workbench.core.data import (Dataset, DatasetCard, Split, as_image_array, as_labels,
-                                 check_unit_range, class_names_from, shape_text, to_nchw)
+                                 check_unit_range, class_names_from, to_nchw)
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import folder_entries, regular_file
 from workbench.core.idx import load_idx_pair
@@ -193,8 +193,6 @@ def load_hdf5(path: Path) -> Dataset:
 # --- ImageFolder -----------------------------------------------------------------------------------
 
 def _read_class_tree(root: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    from PIL import Image
-
     classes = sorted(d.name for d in folder_entries(root, "image folder") if d.is_dir())
     images, labels = [], []
     for label, name in enumerate(classes):

@@ -34,6 +34,9 @@ def resolve_device(name: str = "auto"):
         device = torch.device(name)
     except RuntimeError as exc:
         raise WorkbenchError(f"Unknown device {name!r}.", "Use auto, cpu, cuda or cuda:N.") from exc
+    if device.type not in ("cpu", "cuda"):  # meta holds no data; mps and others are not supported here
+        raise WorkbenchError(f"The workbench computes on the CPU or a CUDA GPU, not on {name!r}.",
+                             "Use auto, cpu, cuda or cuda:N.")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise WorkbenchError(f"Device {name!r} was asked for, but no CUDA GPU is available.",
                              "Use --device cpu (or auto).")

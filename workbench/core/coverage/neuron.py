@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from workbench.core.coverage.protocol import CoverageValue, Criterion, neuron_values
+from workbench.core.coverage.protocol import CoverageValue, Criterion, neuron_values, option_count, option_number
 from workbench.core.coverage.stats import NeuronStats
 from workbench.core.coverage.topk import top_k_mask
 from workbench.core.errors import WorkbenchError
@@ -126,7 +126,7 @@ class NC(NeuronCriterion):
         super().__init__(layers, conv_neuron, semantics)
         if scaling not in ("layer_elements", "neuron_values"):
             raise WorkbenchError(f"Unknown NC scaling {scaling!r}.", "Use 'layer_elements' or 'neuron_values'.")
-        self.threshold = float(threshold)
+        self.threshold = option_number(threshold, "NC's threshold", 0.75)
         self.scaling = scaling
 
     def _covered(self, layers) -> tuple[np.ndarray, dict[str, int]]:
@@ -227,9 +227,7 @@ class KMNC(_RangeCriterion):
 
     def __init__(self, k: int = 1000, layers=None, conv_neuron: str = "channel-mean", semantics: str = "spec"):
         super().__init__(layers, conv_neuron, semantics)
-        if int(k) < 1:
-            raise WorkbenchError(f"KMNC needs at least one section; got k = {k}.", "Use k = 1000 (or 100 as NLC).")
-        self.k = int(k)
+        self.k = option_count(k, "KMNC's k (sections per neuron)", 1000)
 
     def _after_fit(self):
         self.never_coverable = np.flatnonzero(~(self.high > self.low))
@@ -286,7 +284,7 @@ class _Boundary(_RangeCriterion):
 
     def __init__(self, sigma: float = 0.0, layers=None, conv_neuron: str = "channel-mean", semantics: str = "spec"):
         super().__init__(layers, conv_neuron, semantics)
-        self.sigma = float(sigma)
+        self.sigma = option_number(sigma, "σ (the boundary's distance in standard deviations)", 0.0)
 
     def _after_fit(self):
         self.lower_bound = self.low - self.sigma * self.std
@@ -353,9 +351,7 @@ class TKNC(NeuronCriterion):
 
     def __init__(self, k: int = 3, layers=None, conv_neuron: str = "channel-mean", semantics: str = "spec"):
         super().__init__(layers, conv_neuron, semantics)
-        if int(k) < 1:
-            raise WorkbenchError(f"TKNC needs k ≥ 1; got {k}.", "Use k = 3 (or 10 as NLC).")
-        self.k = int(k)
+        self.k = option_count(k, "TKNC's k", 3)
 
     def _profile(self, layers, labels, predictions):
         ties = "argsort" if self.semantics == "dnn-tip" else "lower-index"
@@ -381,9 +377,7 @@ class TKNP(NeuronCriterion):
 
     def __init__(self, k: int = 3, layers=None, conv_neuron: str = "channel-mean"):
         super().__init__(layers, conv_neuron, "spec")
-        if int(k) < 1:
-            raise WorkbenchError(f"TKNP needs k ≥ 1; got {k}.", "Use k = 3 (or 50 as NLC).")
-        self.k = int(k)
+        self.k = option_count(k, "TKNP's k", 3)
 
     def _profile(self, layers, labels, predictions):
         parts = []

@@ -321,6 +321,27 @@ class Criterion(ABC):
                               f"The criterion's author can add {methods}; the other criteria can.")
 
 
+MAX_SECTIONS = 100_000  # sections, buckets or top-k per neuron: more would allocate without bound
+
+
+def option_count(value, what: str, default: int, high: int = MAX_SECTIONS) -> int:
+    """A criterion's whole-number option in [1, high]: 2.5, text or 10¹² are refused, naming the option."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or \
+            not float(value).is_integer():
+        raise WorkbenchError(f"{what} must be a whole number; got {value!r}.", f"Use {what} = {default}.")
+    if not 1 <= value <= high:
+        raise WorkbenchError(f"{what} = {value:g} is outside 1–{high:,}.", f"Use {what} = {default}.")
+    return int(value)
+
+
+def option_number(value, what: str, default: float) -> float:
+    """A criterion's real-valued option: a finite number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or \
+            not np.isfinite(value):
+        raise WorkbenchError(f"{what} must be a finite number; got {value!r}.", f"Use {what} = {default}.")
+    return float(value)
+
+
 def as_int64(a):
     """Labels or predictions (a tensor, an array or None) as an int64 array."""
     return None if a is None else np.asarray(a.detach().cpu() if hasattr(a, "detach") else a).astype(np.int64)

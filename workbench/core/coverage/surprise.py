@@ -32,6 +32,7 @@ from workbench.core.coverage.protocol import (
     as_layers,
     batch_size_of,
     neuron_values,
+    option_count,
 )
 from workbench.core.errors import WorkbenchError
 from workbench.core.sampling import seeded_sample
@@ -58,7 +59,7 @@ class SurpriseCriterion(Criterion):
                                  "Use upper (B buckets on [0, U]) or width (distinct ⌊SA/w⌋), not both.")
         self.layers = [layers] if isinstance(layers, str) else (list(layers) if layers is not None else None)
         self.by = by
-        self.buckets = int(buckets)
+        self.buckets = option_count(buckets, "the number of SC buckets", 1000, high=10**7)
         self.upper = upper
         self.width = width
         self.overflow = bool(overflow)
@@ -69,8 +70,6 @@ class SurpriseCriterion(Criterion):
         self.seed = int(seed)
         self.record_inputs = bool(record_inputs)
         self.device = "cpu"  # where distances and densities are computed; not part of the identity
-        if self.buckets < 1:
-            raise WorkbenchError(f"Surprise coverage needs at least one bucket; got {buckets}.", "Use 1000.")
         self.reset()
 
     def to(self, device) -> "SurpriseCriterion":

@@ -170,7 +170,7 @@ def robot_experiment(ctx, model, dataset, eps: float, strategies=DEFAULT_STRATEG
                      report_subset: int = REPORT_SUBSET) -> ExperimentResult:
     """The grid of strategies × budgets × seeds over one setup; a partial result per finished run."""
     for budget in budgets:  # refuse a bad budget before minutes of attacks
-        resolve_budget(budget, 10**9)
+        resolve_budget(budget, None)
     if not strategies or not seeds:
         raise WorkbenchError("The experiment needs at least one strategy and one seed.", "Name them.")
     grid = [(s, b, seed) for b in budgets for s in strategies for seed in seeds]

@@ -33,13 +33,18 @@ class Selection:
     excluded_nan: int = 0
 
 
-def resolve_budget(budget, pool_size: int) -> int:
-    """An absolute budget from an int, or from a percentage string "p%" of `pool_size` (rounded down)."""
+def resolve_budget(budget, pool_size: int | None) -> int:
+    """An absolute budget from an int, or from a percentage string "p%" of `pool_size` (rounded down).
+    Without a pool size, only whether the budget is well formed and selects something is checked."""
     if isinstance(budget, str) and budget.strip().endswith("%"):
         try:
             percent = float(budget.strip()[:-1])
         except ValueError as exc:
             raise WorkbenchError(f"The budget {budget!r} is not a percentage.", "Write it like 5%.") from exc
+        if not (math.isfinite(percent) and 0 < percent <= 100):
+            raise WorkbenchError(f"The budget {budget!r} is not a percentage in (0, 100].", "Write it like 5%.")
+        if pool_size is None:
+            return 1
         count = math.floor(percent / 100.0 * pool_size + 1e-9)
     else:
         try:
@@ -51,8 +56,8 @@ def resolve_budget(budget, pool_size: int) -> int:
             raise WorkbenchError(f"The budget {budget!r} is not a whole number.",
                                  "Give a count or a percentage like 5%.")
     if count < 1:
-        raise WorkbenchError(f"The budget {budget!r} selects no test from a pool of {pool_size}.",
-                             "Give a budget of at least one test.")
+        pool = "" if pool_size is None else f" from a pool of {pool_size:,}"
+        raise WorkbenchError(f"The budget {budget!r} selects no test{pool}.", "Give a budget of at least one test.")
     return count
 
 
