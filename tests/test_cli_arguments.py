@@ -55,7 +55,7 @@ def test_arguments_that_cannot_work_are_refused_first(capsys, tmp_path, digits_m
     assert not out.exists() and list(folder.iterdir()) == [] and file.read_text() == "x"
 
 
-@pytest.mark.parametrize("budget", [0, "0", "0%", "-5%", "nan%"])
+@pytest.mark.parametrize("budget", [0, -3, "0%", "-5%", "nan%"])
 def test_a_budget_that_selects_nothing_says_so_without_an_invented_pool_size(budget):
     from workbench.core.errors import WorkbenchError
     from workbench.core.robustness.selection import resolve_budget
