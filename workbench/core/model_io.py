@@ -14,12 +14,14 @@ import os
 import pickle
 import re
 import tempfile
+import warnings
 import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from workbench.core.errors import WorkbenchError
+from workbench.core.files import regular_file
 from workbench.core.models import get_architecture
 from workbench.core.resources import resources_dir
 
@@ -145,12 +147,14 @@ def resolve_model(spec: str) -> tuple[Path, dict]:
                 raise WorkbenchError(f"Bundled model {spec!r} is not available here.",
                                      f"Install it with: {card.get('install') or 'reinstall the workbench'}")
             return Path(card["path"]), card
+    names = ", ".join(c["name"] for c in bundled_models())
+    if not str(spec).strip():
+        raise WorkbenchError("No model was named.", f"Give a path to a model file, or one of: {names}.")
     path = Path(spec)
     if not path.exists():
-        names = ", ".join(c["name"] for c in bundled_models())
         raise WorkbenchError(f"No model file {spec!r} and no bundled model of that name.",
                              f"Give a path to a .pt/.pth/.pt2/.safetensors file, or one of: {names}.")
-    return path, {}
+    return regular_file(path, "model file"), {}
 
 
 # --- loading -----------------------------------------------------------------------------------
@@ -159,11 +163,34 @@ def _sidecar(path: Path) -> dict:
     for candidate in (path.with_name(path.name + ".json"), path.with_suffix(".json")):
         if candidate.exists() and candidate != path:
             try:
-                return json.loads(candidate.read_text())
-            except json.JSONDecodeError as exc:
-                raise WorkbenchError(f"The model descriptor {candidate.name} is not valid JSON: {exc}",
+                card = json.loads(regular_file(candidate, "model descriptor").read_text(encoding="utf-8"))
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                raise WorkbenchError(f"The model descriptor {candidate.name} is not valid UTF-8 JSON: {exc}",
                                      "Fix or delete the descriptor file.") from exc
+            return check_descriptor(card, candidate.name)
     return {}
+
+
+def check_descriptor(card, what: str) -> dict:
+    """A model descriptor (or card) with the shapes its fields need: an object whose `input_shape` is
+    three positive whole numbers and whose `class_names` is a list of text."""
+    fix = "Fix or delete the descriptor file."
+    if not isinstance(card, dict):
+        raise WorkbenchError(f"The model descriptor {what} is a JSON {type(card).__name__}, not an object.", fix)
+    shape = card.get("input_shape")
+    if shape is not None and not (isinstance(shape, list) and len(shape) == 3 and
+                                  all(isinstance(d, int) and not isinstance(d, bool) and 0 < d <= 100_000
+                                      for d in shape)):
+        raise WorkbenchError(f"The model descriptor {what} gives input_shape {shape!r}; expected [channels, "
+                             "height, width], e.g. [1, 28, 28].", fix)
+    names = card.get("class_names")
+    if names is not None and not (isinstance(names, list) and names and all(isinstance(n, str) for n in names)):
+        raise WorkbenchError(f"The model descriptor {what} gives class_names {str(names)[:80]!r}; expected a list of "
+                             "names.", fix)
+    for key in ("name", "arch"):
+        if key in card and card[key] is not None and not isinstance(card[key], str):
+            raise WorkbenchError(f"The model descriptor {what} gives {key} {card[key]!r}; expected text.", fix)
+    return card
 
 
 def _is_torchscript(path: Path) -> bool:
@@ -201,6 +228,13 @@ def _build(arch_name: str, state: dict, num_classes: int | None = None):
     module = arch.build(num_classes)
     diff = _state_dict_diff(module, state)
     if diff:
+        last = [k for k, v in module.state_dict().items() if v.dim() >= 1][-1]
+        outputs = state.get(last)
+        if (hasattr(outputs, "shape") and outputs.dim() and int(outputs.shape[0]) != num_classes
+                and not _state_dict_diff(arch.build(int(outputs.shape[0])), state)):
+            raise WorkbenchError(f"The checkpoint names {num_classes} classes, but its weights have "
+                                 f"{int(outputs.shape[0])} outputs.", "Fix the class_names recorded with it (in "
+                                 "the checkpoint's info or its descriptor); the weights fit the architecture.")
         raise WorkbenchError(f"The weights do not fit architecture {arch_name!r}.",
                              "Choose the architecture the weights were trained with.", details=diff)
     module.load_state_dict(state, strict=True)
@@ -244,6 +278,25 @@ def _torch_load(path: Path, trust: bool):
                              details=str(exc)) from exc
 
 
+def _load_exported(path: Path):
+    """A torch.export archive's module; torch's own log of a failed load (a traceback per attempt) is
+    kept from the terminal, and the failure said in one line."""
+    import logging
+
+    import torch
+
+    logger = logging.getLogger("torch.export")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        return torch.export.load(str(path)).module()
+    except Exception as exc:
+        raise WorkbenchError(f"{path.name} is not a readable torch.export archive.",
+                             "Export the model again with torch.export.save.") from exc
+    finally:
+        logger.setLevel(level)
+
+
 def load_model(spec: str | os.PathLike, arch: str | None = None, trust: bool = False) -> LoadedModel:
     """Load a bundled model by name, or a model file by path, in eval mode."""
     import torch
@@ -256,13 +309,15 @@ def load_model(spec: str | os.PathLike, arch: str | None = None, trust: bool = F
     arch_obj = None
     try:
         if path.suffix == ".pt2":
-            module, fmt = torch.export.load(str(path)).module(), "torch.export"
+            module, fmt = _load_exported(path), "torch.export"
             # The exported graph keeps the mode it was exported in; its train()/eval() stubs raise,
             # so restore nn.Module's, which only set flags (needed for .eval() and .to().eval()).
             module.__dict__.pop("train", None)
             module.__dict__.pop("eval", None)
         elif _is_torchscript(path):
-            module, fmt = torch.jit.load(str(path), map_location="cpu"), "torchscript"
+            with warnings.catch_warnings():  # torch.jit.load's deprecation notice is not the user's to act on
+                warnings.simplefilter("ignore", FutureWarning)
+                module, fmt = torch.jit.load(str(path), map_location="cpu"), "torchscript"
         elif path.suffix == ".safetensors":
             from safetensors.torch import load_file
 

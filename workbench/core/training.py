@@ -42,20 +42,38 @@ def check_compatible(model: LoadedModel, dataset: Dataset) -> None:
             f"Model {model.name!r} expects images of shape {tuple(model.info.input_shape)} (C,H,W), "
             f"but dataset {dataset.name!r} has {shape}.", "Choose a dataset the model was made for.")
     split = next(s for s in dataset.splits.values() if len(s))
-    x = split.tensor(slice(0, 2))
-    try:
-        with torch.no_grad():
-            out = model.module(x.to(next(model.module.parameters(), torch.zeros(0)).device))
-    except Exception as exc:
-        hint = "Choose a dataset the model was made for."
-        if model.info.format == "torch.export":  # a program exported with a fixed batch size fails here too
-            hint += " An exported program must be exported with a dynamic batch dimension (torch.export.Dim)."
-        raise WorkbenchError(f"Model {model.name!r} fails on {dataset.name!r} images of shape {shape}: {exc}",
-                             hint, details=repr(exc)) from exc
-    if out.dim() != 2 or out.shape[1] != dataset.num_classes:
-        raise WorkbenchError(
-            f"Model {model.name!r} outputs {tuple(out.shape[1:])} scores per image, but dataset "
-            f"{dataset.name!r} has {dataset.num_classes} classes.", "Choose a dataset with the model's classes.")
+    # Two batches of different sizes: a model that returns one row whatever the batch shows here.
+    for count in (2, 3):
+        x = split.tensor(np.arange(count) % len(split))
+        try:
+            with torch.no_grad():
+                out = model.module(x.to(next(model.module.parameters(), torch.zeros(0)).device))
+        except Exception as exc:
+            hint = "Choose a dataset the model was made for."
+            if model.info.format == "torch.export":  # a program exported with a fixed batch size fails here too
+                hint += " An exported program must be exported with a dynamic batch dimension (torch.export.Dim)."
+            raise WorkbenchError(f"Model {model.name!r} fails on {dataset.name!r} images of shape {shape}: {exc}",
+                                 hint, details=repr(exc)) from exc
+        check_scores(model, out, count)
+        if out.shape[1] != dataset.num_classes:
+            raise WorkbenchError(
+                f"Model {model.name!r} outputs {tuple(out.shape[1:])} scores per image, but dataset "
+                f"{dataset.name!r} has {dataset.num_classes} classes.", "Choose a dataset with the model's classes.")
+
+
+def check_scores(model: LoadedModel, out, count: int) -> None:
+    """Refuse a model output that is not one row of real-valued class scores per input."""
+    import torch
+
+    fix = "The workbench needs a classifier that returns a tensor of class scores (logits), one row per image."
+    if not isinstance(out, torch.Tensor):
+        raise WorkbenchError(f"Model {model.name!r} returns a {type(out).__name__}, not a tensor of class scores.",
+                             fix + " Wrap the model so forward() returns the logits alone.")
+    if out.dim() != 2 or out.shape[0] != count:
+        raise WorkbenchError(f"Model {model.name!r} returns scores of shape {tuple(out.shape)} for {count} images.",
+                             fix)
+    if not out.dtype.is_floating_point:
+        raise WorkbenchError(f"Model {model.name!r} returns {out.dtype} scores, not real numbers.", fix)
 
 
 @dataclass
@@ -149,7 +167,13 @@ def predict(ctx: JobContext, model: LoadedModel, data, batch_size: int = 1000, w
     predictions = np.empty(len(data), dtype=np.int64)
     with torch.no_grad():
         for start, x, _ in data.batches(batch_size):
-            logits = model.module(x.to(device))
+            try:
+                logits = model.module(x.to(device))
+            except Exception as exc:  # it passed the two-image probe: a fault of the model, not of the data
+                raise WorkbenchError(f"Model {model.name!r} failed on a batch of {len(x)} images ({what} images "
+                                     f"{start}–{start + len(x) - 1}): {exc}", "Check the model with a batch of "
+                                     "that size; --batch-size runs smaller ones.", details=repr(exc)) from exc
+            check_scores(model, logits, len(x))
             bad = ~torch.isfinite(logits).all(dim=1)
             if bad.any():
                 first = start + int(bad.nonzero()[0])

@@ -1,0 +1,121 @@
+"""Bad model files and models that misbehave: every one is refused with a message that says what is
+wrong, never a traceback, a hang, torch's own log, or a silently wrong number."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+from workbench.core.errors import WorkbenchError
+from workbench.core.jobs import JobContext
+from workbench.core.model_io import load_model, save_checkpoint
+from workbench.core.training import evaluate
+
+
+class TupleNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 10)
+
+    def forward(self, x):
+        out = self.fc(x.flatten(1))
+        return out, out
+
+
+class DictNet(TupleNet):
+    def forward(self, x):
+        return {"logits": self.fc(x.flatten(1))}
+
+
+class OneRowNet(TupleNet):
+    def forward(self, x):
+        return self.fc(x.flatten(1)).mean(0, keepdim=True)
+
+
+class IntegerNet(TupleNet):
+    def forward(self, x):
+        return self.fc(x.flatten(1)).round().long()
+
+
+class SmallBatchesOnlyNet(TupleNet):
+    def forward(self, x):
+        if len(x) > 3:
+            raise RuntimeError("CUDA out of memory (simulated)")
+        return self.fc(x.flatten(1))
+
+
+def _pickled(tmp_path, module) -> str:
+    path = tmp_path / f"{type(module).__name__}.pt"
+    torch.save(module, path)
+    (tmp_path / f"{type(module).__name__}.json").write_text(json.dumps({"input_shape": [1, 8, 8]}))
+    return str(path)
+
+
+@pytest.mark.parametrize("net, words", [
+    (TupleNet, "returns a tuple"), (DictNet, "returns a dict"), (OneRowNet, "shape (1, 10) for 2 images"),
+    (IntegerNet, "torch.int64 scores"), (SmallBatchesOnlyNet, "failed on a batch of"),
+])
+def test_models_that_do_not_return_one_row_of_scores_per_image_are_refused(tmp_path, digits, net, words):
+    model = load_model(_pickled(tmp_path, net()), trust=True)
+    with pytest.raises(WorkbenchError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        evaluate(JobContext("cpu"), model, digits)
+
+
+def test_a_torchscript_model_returning_a_tuple_is_refused_and_its_warning_hidden(tmp_path, digits):
+    path = tmp_path / "scripted.pt"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.jit.save(torch.jit.script(TupleNet()), path)
+    (tmp_path / "scripted.json").write_text(json.dumps({"input_shape": [1, 8, 8]}))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = load_model(path)
+    assert not [w for w in caught if issubclass(w.category, FutureWarning)]
+    with pytest.raises(WorkbenchError, match="returns a tuple"):
+        evaluate(JobContext("cpu"), model, digits)
+
+
+@pytest.mark.parametrize("descriptor, words", [
+    ("[1, 2, 3]", "JSON list, not an object"), ('{"input_shape": 7}', "input_shape 7"),
+    ('{"input_shape": [1, 28]}', "input_shape"), ('{"class_names": "abc"}', "class_names"),
+    ('{"arch": 5}', "arch 5"), (b"\xff\xfe{}", "UTF-8"),
+], ids=["list", "shape-7", "shape-2d", "names-text", "arch-number", "not-utf8"])
+def test_bad_descriptors_are_refused(tmp_path, digits_model_file, descriptor, words):
+    copy = tmp_path / "m.pt"
+    copy.write_bytes(digits_model_file.read_bytes())
+    target = tmp_path / "m.json"
+    target.write_bytes(descriptor if isinstance(descriptor, bytes) else descriptor.encode())
+    with pytest.raises(WorkbenchError, match=words.replace("[", r"\[")):
+        load_model(copy)
+
+
+def test_wrong_class_names_are_named_as_such_not_as_wrong_weights(tmp_path, digits_model):
+    info = {"name": "d", "arch": "digits-net", "class_names": ["a", "b", "c"], "input_shape": [1, 8, 8]}
+    path = save_checkpoint(tmp_path / "d.pt", digits_model.module, "digits-net", info)
+    with pytest.raises(WorkbenchError, match="names 3 classes, but its weights have 10 outputs"):
+        load_model(path)
+
+
+def test_an_empty_model_name_and_a_pipe_are_refused(tmp_path):
+    with pytest.raises(WorkbenchError, match="No model was named"):
+        load_model("")
+    fifo = tmp_path / "model.pt"
+    os.mkfifo(fifo)
+    with pytest.raises(WorkbenchError, match="a pipe"):
+        load_model(fifo)
+
+
+def test_a_garbage_export_archive_is_one_line_without_torch_log(tmp_path, caplog):
+    path = tmp_path / "garbage.pt2"
+    path.write_bytes(os.urandom(3000))
+    with caplog.at_level(logging.WARNING):
+        with pytest.raises(WorkbenchError, match="not a readable torch.export archive") as caught:
+            load_model(path)
+    assert "warnings above" not in str(caught.value)
+    assert not [r for r in caplog.records if r.name.startswith("torch")]
