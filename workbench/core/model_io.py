@@ -165,7 +165,8 @@ def _sidecar(path: Path) -> dict:
             try:
                 card = json.loads(regular_file(candidate, "model descriptor").read_text(encoding="utf-8"))
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                raise WorkbenchError(f"The model descriptor {candidate.name} is not valid UTF-8 JSON: {exc}",
+                what = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else "not valid JSON"
+                raise WorkbenchError(f"The model descriptor {candidate.name} is {what}: {exc}",
                                      "Fix or delete the descriptor file.") from exc
             return check_descriptor(card, candidate.name)
     return {}
