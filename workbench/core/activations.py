@@ -50,6 +50,9 @@ def hook_point(catalogue, definition: NeuronDefinition) -> str:
     return layer.activation if definition.point == "post" and layer.activation else definition.layer
 
 
+STEP_INPUTS = 4096  # the most inputs one forward pass takes; larger batches run in pieces of this size
+
+
 def stream_activations(ctx: JobContext, model, split, definitions: list[NeuronDefinition],
                        input_shape, batch_size: int = 512, indices=None
                        ) -> Iterator[tuple[int, dict[NeuronDefinition, np.ndarray], np.ndarray]]:
@@ -79,10 +82,15 @@ def stream_activations(ctx: JobContext, model, split, definitions: list[NeuronDe
     try:
         with torch.no_grad():
             for start, x, _ in split.batches(batch_size, indices):
-                captured.clear()
-                logits = model(x.to(device, dtype))
-                yield start, {d: captured[d].float().cpu().numpy() for d in definitions}, \
-                    logits.argmax(1).cpu().numpy()
+                values: dict[NeuronDefinition, list] = {d: [] for d in definitions}
+                predictions = []
+                for piece in torch.split(x, STEP_INPUTS):  # a huge batch in pieces: a cancel is seen in each
+                    ctx.check()
+                    captured.clear()
+                    predictions.append(model(piece.to(device, dtype)).argmax(1).cpu())
+                    for d in definitions:
+                        values[d].append(captured[d].float().cpu())
+                yield start, {d: torch.cat(v).numpy() for d, v in values.items()}, torch.cat(predictions).numpy()
                 ctx.progress(min(start + batch_size, total), total, "activations")
     finally:
         for h in handles:

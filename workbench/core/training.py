@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from workbench.core.data import Dataset
-from workbench.core.errors import WorkbenchError
+from workbench.core.activations import STEP_INPUTS
+from workbench.core.errors import Cancelled, WorkbenchError
 from workbench.core.jobs import JobContext
 from workbench.core.model_io import LoadedModel, ModelInfo
 from workbench.core.models import get_architecture
@@ -168,7 +169,13 @@ def predict(ctx: JobContext, model: LoadedModel, data, batch_size: int = 1000, w
     with torch.no_grad():
         for start, x, _ in data.batches(batch_size):
             try:
-                logits = model.module(x.to(device))
+                pieces = []
+                for piece in torch.split(x, STEP_INPUTS):  # a huge batch in pieces: a cancel is seen in each
+                    ctx.check()
+                    pieces.append(model.module(piece.to(device)))
+                logits = torch.cat(pieces)
+            except Cancelled:
+                raise
             except Exception as exc:  # it passed the two-image probe: a fault of the model, not of the data
                 raise WorkbenchError(f"Model {model.name!r} failed on a batch of {len(x)} images ({what} images "
                                      f"{start}–{start + len(x) - 1}): {exc}", "Check the model with a batch of "

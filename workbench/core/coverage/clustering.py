@@ -49,8 +49,9 @@ class NeuronClusters:
 
 def cluster_neuron(values: np.ndarray, neuron: int = 0, *, k_range=(2, 3, 4), zero_filter: bool = False,
                    min_values: int = 10, silhouette_sample: int | None = 2000, seed: int = 0,
-                   n_init: int = 10, rounding: int | None = None) -> NeuronClusters:
-    """Centroids of one neuron's values by the rules above; `rounding` (decimals) merges duplicates."""
+                   n_init: int = 10, rounding: int | None = None, check=None) -> NeuronClusters:
+    """Centroids of one neuron's values by the rules above; `rounding` (decimals) merges duplicates.
+    `check()` is called before each k-means fit (it raises when the job was cancelled)."""
     from sklearn.cluster import KMeans
     from sklearn.exceptions import ConvergenceWarning
     from threadpoolctl import threadpool_limits
@@ -70,6 +71,8 @@ def cluster_neuron(values: np.ndarray, neuron: int = 0, *, k_range=(2, 3, 4), ze
     for k in sorted(int(k) for k in k_range):
         if k < 2 or k > distinct:
             continue
+        if check is not None:
+            check()
         # One thread: on 1-D data OpenMP's start-up costs more than the work (20–50× slower on two busy
         # cores), and a fixed thread count makes the fit bit-for-bit the same on every machine.
         with warnings.catch_warnings(), threadpool_limits(1):

@@ -125,7 +125,7 @@ class IDC(Criterion):
         zero_filter = bool(self._zero_filter)
         self.clusters = [cluster_neuron(values[:, j], int(n), k_range=self.k_range, zero_filter=zero_filter,
                                         min_values=self.min_values, silhouette_sample=self.silhouette_sample,
-                                        seed=self.seed, n_init=self.n_init, rounding=self.rounding)
+                                        seed=self.seed, n_init=self.n_init, rounding=self.rounding, check=self._check)
                          for j, n in enumerate(self.neurons)]
         self._zero_filter_used = zero_filter
         self._build()

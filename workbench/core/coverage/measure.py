@@ -413,7 +413,7 @@ def _fit_pass(ctx, module, train: Split, catalogue, entries, batch_size, input_s
         ctx.progress(start + len(predictions), total, "coverage: training activations")
     for i, (key, criterion, _) in enumerate(entries):
         ctx.progress(i, len(entries), f"coverage: fitting {key}")
-        criterion.finish_fit()
+        criterion.finish_fit(check=ctx.check)
     ctx.progress(len(entries), len(entries), "coverage: fitted")
 
 

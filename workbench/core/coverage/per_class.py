@@ -79,7 +79,7 @@ class PerClass(Criterion):
 
     def _finish_fit(self):
         for m in self.members:
-            m.finish_fit()
+            m.finish_fit(check=self._check)
 
     def _update(self, layers, labels, predictions):
         key = labels if self.route == "label" else predictions

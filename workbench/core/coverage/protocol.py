@@ -24,7 +24,7 @@ import inspect
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping
 
 import numpy as np
 
@@ -184,8 +184,12 @@ class Criterion(ABC):
             self._partial_fit(layers, as_int64(labels), as_int64(predictions))
         return self
 
-    def finish_fit(self) -> "Criterion":
-        """Turn what `partial_fit` gathered into the fitted model; coverage starts empty."""
+    def finish_fit(self, check: Callable[[], None] | None = None) -> "Criterion":
+        """Turn what `partial_fit` gathered into the fitted model; coverage starts empty.
+
+        `check` (a job's `ctx.check`) is called between the long steps of a fit (IDC's k-means per
+        neuron and k), so a cancelled job stops within a step, not after the whole fit."""
+        self._check = check or _no_check
         if self.needs_fit:
             self._finish_fit()
         self.fitted = True
@@ -319,6 +323,10 @@ class Criterion(ABC):
         """The error for an optional capability this criterion lacks (a minimal plugin need not have it)."""
         return WorkbenchError(f"Criterion {getattr(self, 'name', type(self).__name__)!r} cannot {what}.",
                               f"The criterion's author can add {methods}; the other criteria can.")
+
+
+def _no_check() -> None:
+    """A fit nobody can cancel."""
 
 
 MAX_SECTIONS = 100_000  # sections, buckets or top-k per neuron: more would allocate without bound
