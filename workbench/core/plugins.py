@@ -9,20 +9,23 @@ reported and skipped; it never stops start-up.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
+import threading
 import traceback
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from workbench.core.dataset_registry import DatasetEntry, register_dataset
 from workbench.core.models import Architecture, register_architecture
 from workbench.core.resources import source_plugins_dir
 
 ENTRY_POINT_GROUP = "workbench.plugins"
+PLUGIN_TIMEOUT_S = 10.0  # a plugin still importing after this long is skipped
 
 
 @dataclass
@@ -35,27 +38,102 @@ class PluginReport:
 
 
 class PluginRegistry:
-    """What a plugin's `register` receives: one method per kind of extension."""
+    """What a plugin's `register` receives: one method per kind of extension.
+
+    What a plugin adds is held back until its `register` has returned, and then added all at once:
+    a plugin that fails half-way leaves nothing registered. A name the workbench already has (a
+    built-in architecture, dataset or criterion, or another plugin's) is refused unless the plugin
+    passes `override=True`. The callables a plugin gives (`build`, `load`, `missing`) are wrapped so
+    that one that raises or returns nothing is reported as that plugin's fault, in words.
+    """
 
     def __init__(self):
         self.extensions: dict[str, dict[str, Any]] = {"criterion": {}, "generator": {}}
-        self._added: list[str] = []
+        self._pending: list[tuple[str, str, bool, Callable[[], None]]] = []  # kind, name, override, apply
+        self._plugin = ""
 
-    def add_architecture(self, name: str, build, input_shape, description: str = "") -> None:
-        register_architecture(Architecture(name, build, tuple(input_shape), description))
-        self._added.append(f"architecture {name}")
+    def add_architecture(self, name: str, build, input_shape, description: str = "", override: bool = False) -> None:
+        guarded = _guarded(build, self._plugin, f"architecture {name!r}", "build(num_classes)", "a torch module")
+        self._stage("architecture", name, override, lambda: register_architecture(
+            Architecture(name, guarded, tuple(input_shape), description)))
 
-    def add_dataset(self, name: str, load, title: str = "", missing=None, install: str = "") -> None:
-        register_dataset(DatasetEntry(name, title or name, load, missing or (lambda: None), install))
-        self._added.append(f"dataset {name}")
+    def add_dataset(self, name: str, load, title: str = "", missing=None, install: str = "",
+                    override: bool = False) -> None:
+        from workbench.core.data import Dataset
 
-    def add_criterion(self, name: str, factory) -> None:
-        self.extensions["criterion"][name] = factory
-        self._added.append(f"criterion {name}")
+        load = _guarded(load, self._plugin, f"dataset {name!r}", "load()", "a Dataset", Dataset)
+        check = _availability(missing, self._plugin, name)
+        self._stage("dataset", name, override,
+                    lambda: register_dataset(DatasetEntry(name, title or name, load, check, install)))
 
-    def add_generator(self, name: str, factory) -> None:
-        self.extensions["generator"][name] = factory
-        self._added.append(f"generator {name}")
+    def add_criterion(self, name: str, factory, override: bool = False) -> None:
+        self._stage("criterion", name, override, lambda: self.extensions["criterion"].__setitem__(name, factory))
+
+    def add_generator(self, name: str, factory, override: bool = False) -> None:
+        self._stage("generator", name, override, lambda: self.extensions["generator"].__setitem__(name, factory))
+
+    def _stage(self, kind: str, name: str, override: bool, apply: Callable[[], None]) -> None:
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"a {kind} needs a name, not {name!r}")
+        if _taken(kind, name) and not override:
+            raise ValueError(f"the {kind} {name!r} exists already; pass override=True to replace it")
+        self._pending.append((kind, name, override, apply))
+
+    def _commit(self) -> list[str]:
+        pending, self._pending = self._pending, []
+        for _, _, _, apply in pending:
+            apply()
+        return [f"{kind} {name}" + (" (replacing the built-in)" if override else "") for kind, name, override, _ in
+                pending]
+
+
+def _taken(kind: str, name: str) -> bool:
+    from workbench.core.dataset_registry import dataset_entries
+    from workbench.core.models import architectures
+
+    if kind == "architecture":
+        return any(name == a.name or name in a.aliases for a in architectures())
+    if kind == "dataset":
+        return any(name == e.name for e in dataset_entries())
+    if kind == "criterion":
+        from workbench.core.coverage.registry import BUILTIN
+
+        return name.lower() in BUILTIN or name in REGISTRY.extensions["criterion"]
+    return name in REGISTRY.extensions.get(kind, {})
+
+
+def _guarded(fn, plugin: str, what: str, call: str, returns: str, kind: type | None = None):
+    """`fn` whose failures and empty returns are a `WorkbenchError` that names the plugin."""
+    from workbench.core.errors import WorkbenchError
+
+    def run(*args, **kwargs):
+        try:
+            result = fn(*args, **kwargs)
+        except WorkbenchError:
+            raise
+        except Exception as exc:
+            raise WorkbenchError(f"The plugin {plugin!r} failed in {call} of its {what}: {type(exc).__name__}: {exc}",
+                                 "Fix the plugin, or remove it from the plugin folder.") from exc
+        if result is None or (kind is not None and not isinstance(result, kind)):
+            raise WorkbenchError(f"The plugin {plugin!r}'s {call} of its {what} returned "
+                                 f"{type(result).__name__}, not {returns}.", "Fix the plugin.")
+        return result
+
+    return run
+
+
+def _availability(missing, plugin: str, name: str):
+    """A plugin's `missing()`, where one that raises means the dataset cannot be loaded, and says why."""
+    def check():
+        if missing is None:
+            return None
+        try:
+            reason = missing()
+        except Exception as exc:
+            return f"the plugin {plugin!r} could not tell ({type(exc).__name__}: {exc})"
+        return None if reason is None else str(reason)
+
+    return check
 
 
 REGISTRY = PluginRegistry()
@@ -96,18 +174,40 @@ def _import_file(path: Path):
 
 
 def _register(name: str, origin: str, load) -> None:
-    REGISTRY._added = []
-    try:
-        module = load()
-        register = getattr(module, "register", None)
-        if not callable(register):
-            raise AttributeError("the plugin has no register(registry) function")
-        register(REGISTRY)
-        _REPORTS.append(PluginReport(name, origin, True, added=list(REGISTRY._added)))
-    except (Exception, SystemExit) as exc:  # a broken plugin is reported, never fatal
+    """Import and register one plugin on a thread of its own, with its prints sent to stderr (so
+    they never mix into `--json` output); one that has not finished in `PLUGIN_TIMEOUT_S` is skipped."""
+    outcome: dict[str, BaseException | None] = {}
+
+    def run() -> None:
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                module = load()
+                register = getattr(module, "register", None)
+                if not callable(register):
+                    raise AttributeError("the plugin has no register(registry) function")
+                register(REGISTRY)
+            outcome["error"] = None
+        except BaseException as exc:  # a broken plugin is reported, never fatal, whatever it raises
+            outcome["error"] = exc
+
+    REGISTRY._pending, REGISTRY._plugin = [], name
+    worker = threading.Thread(target=run, name=f"plugin {name}", daemon=True)
+    worker.start()
+    worker.join(PLUGIN_TIMEOUT_S)
+    if "error" not in outcome:  # still running: whatever it registers later is never added
+        REGISTRY._pending = []
+        _REPORTS.append(PluginReport(name, origin, False, f"it did not finish loading within {PLUGIN_TIMEOUT_S:g} s"))
+        return
+    exc = outcome["error"]
+    if exc is not None:
+        REGISTRY._pending = []
+        if isinstance(exc, KeyboardInterrupt):
+            raise exc
         last = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
         where = f" ({Path(last.filename).name}, line {last.lineno})" if last else ""
         _REPORTS.append(PluginReport(name, origin, False, f"{type(exc).__name__}: {exc}{where}"))
+        return
+    _REPORTS.append(PluginReport(name, origin, True, added=REGISTRY._commit()))
 
 
 def load_plugins(force: bool = False) -> list[PluginReport]:

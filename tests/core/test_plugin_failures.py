@@ -1,0 +1,162 @@
+"""Plugins that fail are reported and leave nothing behind: a failed plugin registers nothing, a
+built-in name is not replaced unless the plugin says so, plugin prints never reach stdout, a plugin's
+loader that raises or returns nothing is an error in words, and a plugin that hangs at import is
+skipped after a time limit."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import time
+
+import pytest
+
+from workbench.core.errors import WorkbenchError
+
+HALF_DONE = '''
+def build(num_classes=10):
+    from torch import nn
+    return nn.Sequential(nn.Flatten(), nn.Linear(64, num_classes))
+
+def register(registry):
+    registry.add_architecture("half-net", build, (1, 8, 8))
+    raise RuntimeError("failed after registering")
+'''
+SHADOWS = '''
+def register(registry):
+    registry.add_architecture("lenet5", lambda n=10: None, (1, 28, 28))
+'''
+OVERRIDES = '''
+def build(num_classes=10):
+    from torch import nn
+    return nn.Sequential(nn.Flatten(), nn.Linear(64, num_classes))
+
+def register(registry):
+    registry.add_architecture("digits-net", build, (1, 8, 8), override=True)
+'''
+PRINTS = '''
+print("hello from a plugin at import")
+
+def register(registry):
+    print("hello from register")
+'''
+BROKEN_CALLABLES = '''
+def build_none(num_classes=10):
+    return None
+
+def build_raises(num_classes=10):
+    raise KeyError("weights")
+
+def load_raises():
+    raise ValueError("no such file")
+
+def load_none():
+    return None
+
+def missing_raises():
+    raise OSError("disk gone")
+
+def register(registry):
+    registry.add_architecture("none-net", build_none, (1, 8, 8))
+    registry.add_architecture("raise-net", build_raises, (1, 8, 8))
+    registry.add_dataset("raise-data", load_raises)
+    registry.add_dataset("none-data", load_none)
+    registry.add_dataset("unsure-data", load_none, missing=missing_raises)
+'''
+CUSTOM_BASE = '''
+class Weird(BaseException):
+    pass
+
+raise Weird("not an Exception")
+'''
+SLEEPS = '''
+import time
+time.sleep(30)
+
+def register(registry):
+    registry.add_architecture("late-net", lambda n=10: None, (1, 8, 8))
+'''
+
+
+@pytest.fixture
+def load(tmp_path, monkeypatch, isolated_plugins):
+    """load(**plugins) → the reports of those plugin files (name → source)."""
+    def run(**sources):
+        folder = tmp_path / "plugins"
+        folder.mkdir(exist_ok=True)
+        for name, text in sources.items():
+            (folder / f"{name}.py").write_text(textwrap.dedent(text))
+        monkeypatch.setenv("WORKBENCH_PLUGIN_PATH", str(folder))
+        return {r.name: r for r in isolated_plugins.load_plugins(force=True) if str(folder) in r.origin}
+    return run
+
+
+def test_a_plugin_that_fails_after_registering_leaves_nothing_registered(load):
+    from workbench.core.models import architectures
+
+    reports = load(half_done=HALF_DONE)
+    assert not reports["half_done"].ok and "failed after registering" in reports["half_done"].error
+    assert "half-net" not in {a.name for a in architectures()}
+
+
+def test_a_built_in_name_is_protected_unless_the_plugin_overrides_it(load):
+    from workbench.core.models import get_architecture
+
+    reports = load(shadows=SHADOWS, overrides=OVERRIDES)
+    assert not reports["shadows"].ok and "exists already" in reports["shadows"].error
+    assert get_architecture("lenet5").build(10) is not None  # the built-in still builds
+    assert reports["overrides"].ok and reports["overrides"].added == ["architecture digits-net (replacing the built-in)"]
+
+
+def test_plugin_prints_never_reach_stdout(load, capsys):
+    reports = load(prints=PRINTS)
+    out, err = capsys.readouterr()
+    assert reports["prints"].ok and out == ""
+    assert "hello from a plugin at import" in err and "hello from register" in err
+
+
+def test_the_cli_json_output_stays_json_with_a_printing_plugin(tmp_path, monkeypatch, isolated_plugins, capsys,
+                                                               digits_model_file):
+    from cli_helpers import run_cli
+
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    (folder / "prints.py").write_text(textwrap.dedent(PRINTS))
+    monkeypatch.setenv("WORKBENCH_PLUGIN_PATH", str(folder))
+    rc, out, _ = run_cli(capsys, "evaluate", "--model", digits_model_file, "--data", "digits", "--json")
+    assert rc == 0 and json.loads(out)["accuracy"] > 0.5
+
+
+def test_broken_builders_and_loaders_are_errors_in_words(load, fresh_dataset_cache):
+    from workbench.core.dataset_registry import dataset_status, load_dataset
+    from workbench.core.models import get_architecture
+
+    assert load(broken=BROKEN_CALLABLES)["broken"].ok
+    with pytest.raises(WorkbenchError, match="build.*returned NoneType"):
+        get_architecture("none-net").build(10)
+    with pytest.raises(WorkbenchError, match="failed in build.*KeyError"):
+        get_architecture("raise-net").build(10)
+    with pytest.raises(WorkbenchError, match="failed in load.*no such file"):
+        load_dataset("raise-data")
+    with pytest.raises(WorkbenchError, match="returned NoneType, not a Dataset"):
+        load_dataset("none-data")
+    status = {row["name"]: row for row in dataset_status()}  # `workbench info` lists them without crashing
+    assert not status["unsure-data"]["available"] and "could not tell" in status["unsure-data"]["reason"]
+
+
+def test_a_custom_base_exception_at_import_is_reported(load):
+    reports = load(custom=CUSTOM_BASE)
+    assert not reports["custom"].ok and "Weird" in reports["custom"].error
+
+
+def test_a_plugin_that_hangs_at_import_is_skipped_after_the_time_limit(load, monkeypatch, isolated_plugins):
+    from workbench.core.models import architectures
+
+    monkeypatch.setattr(isolated_plugins, "PLUGIN_TIMEOUT_S", 0.5)
+    started = time.monotonic()
+    reports = load(sleeps=SLEEPS, good=OVERRIDES.replace("override=True", "override=False").replace(
+        '"digits-net"', '"good-net"'))
+    assert time.monotonic() - started < 5
+    assert not reports["sleeps"].ok and "did not finish loading" in reports["sleeps"].error
+    assert reports["good"].ok and "good-net" in {a.name for a in architectures()}
+    assert "late-net" not in {a.name for a in architectures()}
