@@ -85,9 +85,9 @@ def _plugin_criteria() -> dict[str, Callable[..., Criterion]]:
 
 
 def criterion_factories() -> dict[str, Callable[..., Criterion]]:
-    """Every known criterion name → factory; a plugin cannot shadow a built-in."""
-    plugins = {name: f for name, f in _plugin_criteria().items() if name not in BUILTIN}
-    return {**BUILTIN, **plugins}  # built-ins first, in their usual order
+    """Every known criterion name → factory, built-ins first in their usual order; a plugin replaces a
+    built-in only when it registered with `override=True` (the plugin registry refuses it otherwise)."""
+    return {**BUILTIN, **_plugin_criteria()}
 
 
 def criterion_names() -> list[str]:
