@@ -274,10 +274,12 @@ class DataView(QWidget):
         model = self.selection.model
         if self.dataset is None:
             return
+        # The grid may still show the predictions of the split shown before (switching datasets after
+        # reopening a project): the label speaks of the current split's evaluation only.
+        result = self.session.evaluation(*self._key()) if model is not None else None
         if model is None:
             text = "No model selected: add one to see predictions."
-        elif self.grid.thumbnails.predictions is not None:
-            result = self.session.evaluation(*self._key())
+        elif result is not None and self.grid.thumbnails.predictions is not None:
             text = (f"Predictions of <b>{model}</b>: {result['accuracy'] * 100:.1f} % correct"
                     + (" (stored result)" if result.get("stored") else ""))
         elif self.session.is_evaluating(*self._key()):
