@@ -64,3 +64,11 @@ def test_a_budget_that_selects_nothing_says_so_without_an_invented_pool_size(bud
         resolve_budget(budget, None)
     assert "selects no test" in caught.value.message or "not a percentage" in caught.value.message
     assert "pool of" not in caught.value.message
+
+
+def test_importance_and_coverage_default_to_the_same_layer(capsys, digits_model_file):
+    from cli_helpers import run_json
+
+    importance = run_json(capsys, "importance", "--model", digits_model_file, "--data", "digits")
+    coverage = run_json(capsys, "coverage", "--model", digits_model_file, "--data", "digits", "--criteria", "idc")
+    assert importance["layer"] == coverage["layer"] == "fc1"

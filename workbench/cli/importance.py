@@ -21,7 +21,8 @@ def add_parsers(sub) -> None:
                                             "conservation, an ablation check and a neuron gallery")
     imp.add_argument("--model", required=True, metavar="MODEL", help="bundled model name or a path")
     imp.add_argument("--data", required=True, metavar="NAME", help="dataset name or path")
-    imp.add_argument("--layer", required=True, metavar="LAYER", help="layer whose neurons to rank, e.g. fc2")
+    imp.add_argument("--layer", metavar="LAYER", help="layer whose neurons to rank, e.g. fc2 (default: the last "
+                                                      "Conv/Linear before the output layer, as for coverage)")
     add_rule_options(imp)
     imp.add_argument("--point", default="post", choices=["post", "pre"], help="activation point of a neuron's value")
     imp.add_argument("--m", type=int, default=6, help="how many top neurons (default 6)")
@@ -50,7 +51,7 @@ def _check_importance_request(args, model, dataset, composite) -> int:
     from workbench.core.ablation import layer_neuron_count
     from workbench.core.activations import NeuronDefinition
     from workbench.core.errors import WorkbenchError
-    from workbench.core.layers import layer_catalogue
+    from workbench.core.layers import default_layer, layer_catalogue
     from workbench.core.lrp import LRP
 
     if (args.gallery is None) != (args.out is None):
@@ -61,6 +62,11 @@ def _check_importance_request(args, model, dataset, composite) -> int:
             raise WorkbenchError(f"{option} must be at least 1; got {value}.", f"Pass {option} 1 or more.")
     explainer = LRP(model.module, composite)  # names a layer LRP cannot handle, with the model's layers
     layers = [name for name in explainer.layer_names if name != "input"]
+    if args.layer is None:  # the same default as `workbench coverage` and the views
+        args.layer = default_layer(layer_catalogue(model.module, dataset.image_shape))
+        if args.layer is None:
+            raise WorkbenchError("The model has no Conv/Linear layer before its output layer.",
+                                 f"Name the layer with --layer: {', '.join(layers)}.")
     if args.layer not in layers:
         raise WorkbenchError(f"The model has no layer {args.layer!r}.", f"Valid layers: {', '.join(layers)}.")
     catalogue = layer_catalogue(model.module, dataset.image_shape)
