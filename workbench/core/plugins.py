@@ -49,7 +49,6 @@ class PluginRegistry:
 
     def __init__(self):
         self.extensions: dict[str, dict[str, Any]] = {"criterion": {}, "generator": {}}
-        self._pending: list[tuple[str, str, bool, Callable[[], None]]] = []  # kind, name, override, apply
         self._plugin = ""
 
     def add_architecture(self, name: str, build, input_shape, description: str = "", override: bool = False) -> None:
@@ -77,14 +76,25 @@ class PluginRegistry:
             raise ValueError(f"a {kind} needs a name, not {name!r}")
         if _taken(kind, name) and not override:
             raise ValueError(f"the {kind} {name!r} exists already; pass override=True to replace it")
-        self._pending.append((kind, name, override, apply))
-
-    def _commit(self) -> list[str]:
-        pending, self._pending = self._pending, []
-        for _, _, _, apply in pending:
+        loading = getattr(threading.current_thread(), "plugin_load", None)
+        if loading is None:  # not from a plugin being loaded (a test, a script): added at once
             apply()
-        return [f"{kind} {name}" + (" (replacing the built-in)" if override else "") for kind, name, override, _ in
-                pending]
+        elif not loading.abandoned:  # an abandoned plugin's late additions are dropped
+            loading.pending.append((kind, name, override, apply))
+
+
+@dataclass
+class _Loading:
+    """One plugin's load: what it added so far, and whether it was given up on (too slow)."""
+
+    pending: list = field(default_factory=list)  # (kind, name, override, apply)
+    abandoned: bool = False
+
+    def commit(self) -> list[str]:
+        for _, _, _, apply in self.pending:
+            apply()
+        return [f"{kind} {name}" + (" (replacing the built-in)" if override else "")
+                for kind, name, override, _ in self.pending]
 
 
 def _taken(kind: str, name: str) -> bool:
@@ -190,24 +200,25 @@ def _register(name: str, origin: str, load) -> None:
         except BaseException as exc:  # a broken plugin is reported, never fatal, whatever it raises
             outcome["error"] = exc
 
-    REGISTRY._pending, REGISTRY._plugin = [], name
+    REGISTRY._plugin = name
+    loading = _Loading()
     worker = threading.Thread(target=run, name=f"plugin {name}", daemon=True)
+    worker.plugin_load = loading  # what `PluginRegistry._stage` adds to, from this thread only
     worker.start()
     worker.join(PLUGIN_TIMEOUT_S)
     if "error" not in outcome:  # still running: whatever it registers later is never added
-        REGISTRY._pending = []
+        loading.abandoned = True
         _REPORTS.append(PluginReport(name, origin, False, f"it did not finish loading within {PLUGIN_TIMEOUT_S:g} s"))
         return
     exc = outcome["error"]
     if exc is not None:
-        REGISTRY._pending = []
         if isinstance(exc, KeyboardInterrupt):
             raise exc
         last = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
         where = f" ({Path(last.filename).name}, line {last.lineno})" if last else ""
         _REPORTS.append(PluginReport(name, origin, False, f"{type(exc).__name__}: {exc}{where}"))
         return
-    _REPORTS.append(PluginReport(name, origin, True, added=REGISTRY._commit()))
+    _REPORTS.append(PluginReport(name, origin, True, added=loading.commit()))
 
 
 def load_plugins(force: bool = False) -> list[PluginReport]:
