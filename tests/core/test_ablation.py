@@ -325,3 +325,27 @@ def test_on_a_real_model_the_important_neurons_hurt_more(fashion_slice):
     assert result.inputs == 1000 and result.downstream_layer == "fc3"
     assert result.important_hurts_more, result.to_dict()
     assert result.important_activation_change > result.random_activation_change_mean
+
+
+def test_the_verdict_ranks_the_top_set_among_the_draws_and_is_clear_only_with_enough_draws():
+    """Hand computations of the rank test: chance = (1 + draws at least as costly) / (draws + 1)."""
+    from workbench.core.ablation import CLEAR_DRAWS, AblationResult
+
+    def result(top_accuracy, random_accuracies):
+        return AblationResult(layer="fc1", m=2, mode="zero", draws=len(random_accuracies), seed=0, split="test",
+                              inputs=100, baseline_accuracy=0.9, important_neurons=[0, 1],
+                              important_accuracy=top_accuracy, random_neurons=[[2, 3]] * len(random_accuracies),
+                              random_accuracies=random_accuracies, important_activation_change=0.1,
+                              random_activation_changes=[0.1] * len(random_accuracies), downstream_layer="fc2")
+
+    # The issue's case: +0.6 points against random +0.5 ± 0.7: ahead on average, not clear at all.
+    mixed = result(0.894, [0.9, 0.887, 0.9, 0.889, 0.899])
+    assert mixed.important_hurts_more and mixed.draws_at_least_as_bad == 2
+    assert mixed.chance == pytest.approx(3 / 6) and not mixed.clearly_important
+    few = result(0.5, [0.89] * 5)  # worse than every draw, but 5 draws give chance 1/6 at best
+    assert few.draws_at_least_as_bad == 0 and few.chance == pytest.approx(1 / 6) and not few.clearly_important
+    many = result(0.5, [0.89] * CLEAR_DRAWS)
+    assert many.chance == pytest.approx(1 / 20) and many.clearly_important
+    tie = result(0.89, [0.89] * CLEAR_DRAWS)  # a draw as costly as the top counts against it
+    assert tie.draws_at_least_as_bad == CLEAR_DRAWS and not tie.clearly_important
+    assert many.to_dict()["clearly_important"] is True and many.to_dict()["chance"] == pytest.approx(0.05)

@@ -159,6 +159,8 @@ def _importance_payload(args, model, dataset, importance, top, conservation, abl
 
 
 def _importance_text(r: dict, importance) -> str:
+    from workbench.core.ablation import CLEAR_DRAWS
+
     lines = [f"{r['model']} — layer {r['layer']} ({r['neurons']} neurons), rule {importance.rule['dense']['name']}, "
              f"{r['correct']} of {r['inputs']} {r['split']} inputs correctly classified"]
     if r["reused"]["importance"]:
@@ -191,8 +193,14 @@ def _importance_text(r: dict, importance) -> str:
         lines.append(f"  {a['draws']} random sets of {a['m']}: drop {a['random_drop_mean'] * 100:.2f} ± "
                      f"{a['random_drop_std'] * 100:.2f} points, {a['downstream_layer']} activations change "
                      f"{a['random_activation_change_mean'] * 100:.1f} %")
-        lines.append("  → the important neurons hurt more than random ones" if a["important_hurts_more"] else
-                     "  → the important neurons do NOT hurt more than random ones here")
+        worse, draws = a["draws_at_least_as_bad"], a["draws"]
+        if a["clearly_important"]:
+            lines.append(f"  → the important neurons clearly hurt more than random ones (chance {a['chance']:.2f})")
+        elif worse == 0:
+            lines.append(f"  → they hurt more than all {draws} random sets, but {draws} draws cannot make that clear "
+                         f"(chance 1 in {draws + 1}); run --draws {CLEAR_DRAWS} or more")
+        else:
+            lines.append(f"  → not clear: {worse} of {draws} random sets hurt at least as much (chance {a['chance']:.2f})")
     g = r["gallery"]
     if g:
         lines.append(f"Gallery of neuron {g['neuron']}: {len(g['files'])} PNGs written to "

@@ -41,6 +41,10 @@ MODES = ("zero", "mean")
 _WEIGHTED = ("Linear", "Conv1d", "Conv2d", "Conv3d", "LazyLinear", "Bilinear")
 
 
+CLEAR_CHANCE = 0.05  # the chance at or below which the top neurons clearly matter more
+CLEAR_DRAWS = 19  # the fewest random draws that can give that chance: 1 / (19 + 1)
+
+
 @dataclass
 class AblationResult:
     """Accuracy and downstream change with the top-m neurons ablated versus m random ones.
@@ -103,6 +107,24 @@ class AblationResult:
         """Whether ablating the important neurons costs more accuracy than the random draws on average."""
         return self.important_drop > self.random_drop_mean
 
+    @property
+    def draws_at_least_as_bad(self) -> int:
+        """How many random draws cost at least as much accuracy as the important neurons."""
+        return int(sum(d >= self.important_drop for d in self.random_drops))
+
+    @property
+    def chance(self) -> float:
+        """How often a set as costly as the top-m would come up by chance, were the top neurons no
+        different from random ones: (1 + draws at least as costly) / (draws + 1), the rank test of a
+        Monte-Carlo permutation test (its smallest value, with n draws, is 1 / (n + 1))."""
+        return (1 + self.draws_at_least_as_bad) / (len(self.random_drops) + 1)
+
+    @property
+    def clearly_important(self) -> bool:
+        """Whether the top neurons clearly matter more than random ones: a chance of at most
+        `CLEAR_CHANCE`, which needs `CLEAR_DRAWS` draws or more, all of them less costly."""
+        return self.chance <= CLEAR_CHANCE + 1e-12
+
     def to_dict(self) -> dict:
         return {
             "layer": self.layer, "m": self.m, "mode": self.mode, "draws": self.draws, "seed": self.seed,
@@ -119,6 +141,8 @@ class AblationResult:
             "random_activation_changes": list(self.random_activation_changes),
             "random_activation_change_mean": self.random_activation_change_mean,
             "important_hurts_more": self.important_hurts_more,
+            "draws_at_least_as_bad": self.draws_at_least_as_bad, "chance": self.chance,
+            "clearly_important": self.clearly_important,
             "artifact": self.artifact, "reused": self.reused,
         }
 

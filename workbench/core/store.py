@@ -106,9 +106,10 @@ def temporary_beside(path: Path, tag: str = "") -> Path:
 
 @contextmanager
 def atomic_path(path: str | os.PathLike):
-    """Yield a temporary path beside `path`; on success it replaces `path`, on failure it vanishes."""
+    """Yield a temporary path beside `path`; on success it replaces `path`, on failure it vanishes.
+    Its name carries this process's id, so one left by a killed writer is known for garbage."""
     path = Path(path)
-    tmp = temporary_beside(path)
+    tmp = temporary_beside(path, f"pid{os.getpid()}.")
     try:
         yield tmp
         flush_to_disk(tmp)

@@ -158,6 +158,8 @@ class ImportanceView(AnalysisView):
         self.heatmap_stack = MessageOrContent(self.heatmap)
         self.ablation = AblationPanel()
         self.ablation.setMinimumHeight(110)
+        self.ablation_draws = ABLATION_DRAWS  # more when the user asks for a firmer answer
+        self.ablation.more_draws_requested.connect(self._ablation_with_draws)
         self.gallery = GalleryPanel()
         self.gallery.activated.connect(lambda index: self.selection.set_input("train", index))
         self.inspector = InputInspector()
@@ -538,9 +540,17 @@ class ImportanceView(AnalysisView):
         if self.jobs.result(("ablation", key)) is None and self.jobs.error(("ablation", key)) is None:
             self.jobs.run(("ablation", key), f"Ablation check of the top {len(top)} neurons of {layer} in {model}",
                           ablation_check, self.session.models[model].model, self.session.datasets[spec], layer,
-                          [int(n) for n in top], draws=ABLATION_DRAWS, split="test", group="ablation",
+                          [int(n) for n in top], draws=self.ablation_draws, split="test", group="ablation",
                           lane=INTERACTIVE, project=self.session.project, view="importance", portable=True)
         self._show_ablation(key)
+
+    def _ablation_with_draws(self, draws: int) -> None:
+        """Check again with `draws` random sets (and keep that many for the next checks)."""
+        key = self.ablation_key()
+        self.ablation_draws = max(self.ablation_draws, int(draws))
+        self.jobs.forget(lambda k: not (isinstance(k, tuple) and k[:1] == ("ablation",)))
+        if key is not None:
+            self._request_ablation()
 
     def _on_panel_job_ended(self, panel_key: tuple) -> None:
         panel, key = panel_key
@@ -560,7 +570,7 @@ class ImportanceView(AnalysisView):
                 if details else []
             self.ablation.show_message("The ablation check failed", error_text(exc), actions)
         elif self.jobs.running(("ablation", key)):
-            self.ablation.show_message(f"Switching off the top {m} neurons and {ABLATION_DRAWS} random sets of {m}…",
+            self.ablation.show_message(f"Switching off the top {m} neurons and {self.ablation_draws} random sets of {m}…",
                                        "Test accuracy with each set switched off.", busy=True)
         else:
             self.ablation.show_message("The ablation check was cancelled", "",

@@ -4,21 +4,44 @@ than switching off as many random ones?
 Two bars of test-accuracy drop, in percentage points — the top-m switched off, and the mean of the
 random draws with their spread (an error bar of ± one standard deviation, each draw a dot) — and a
 sentence that gives the accuracy and says what the bars mean. Drops rather than accuracies: the
-difference between two accuracies near 90 % would be invisible on a 0–100 axis.
+difference between two accuracies near 90 % would be invisible on a 0–100 axis. The verdict ranks the
+top set among the random draws (`AblationResult.chance`): with few draws it says so and offers more.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
+from workbench.core.ablation import CLEAR_DRAWS
 from workbench.gui.colors import MARKED, UNMARKED
 from workbench.gui.widgets.empty_state import MessageOrContent
 
 
+def verdict_text(result) -> str:
+    """What the draws say about the top neurons, in words; a link asks for more draws when too few
+    were run to make a difference clear."""
+    m, draws, worse = result.m, len(result.random_drops), result.draws_at_least_as_bad
+    if result.clearly_important:
+        return (f"<b>The top {m} neurons clearly matter more than random ones:</b> switching them off costs "
+                f"more accuracy than all {draws} random sets (chance {result.chance:.2f}).")
+    if worse == 0:
+        return (f"<b>The top {m} cost more than all {draws} random sets, but {draws} draws cannot make that clear:"
+                f"</b> it would happen by chance 1 time in {draws + 1}. <a href='more'>Check with "
+                f"{CLEAR_DRAWS} draws</a>")
+    return (f"<b>Not clear:</b> {worse} of the {draws} random sets cost at least as much accuracy as the top {m} "
+            f"(chance {result.chance:.2f}).")
+
+
 class AblationPanel(QWidget):
+    """The top-m neurons switched off against random sets of m: bars, draws and a verdict that says
+    how the top set ranks among the draws, and calls it clear only when the draws make it so.
+    `more_draws_requested(n)`: the user asked for a check with `n` draws."""
+
+    more_draws_requested = Signal(int)
+
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.result = None
@@ -26,6 +49,7 @@ class AblationPanel(QWidget):
         self.verdict.setObjectName("ablationVerdict")
         self.verdict.setWordWrap(True)
         self.verdict.setMinimumWidth(220)
+        self.verdict.linkActivated.connect(lambda _: self.more_draws_requested.emit(CLEAR_DRAWS))
         self.plot_widget = pg.PlotWidget()
         self.plot_widget.setMinimumHeight(100)
         plot = self.plot = self.plot_widget.getPlotItem()
@@ -87,10 +111,8 @@ class AblationPanel(QWidget):
         self.plot.setXRange(low - 0.05 * reach, reach * 1.45, padding=0)
         self.plot.setYRange(-0.6, 1.6, padding=0)
         what = "set to zero" if result.mode == "zero" else f"set to their {result.mode}"
-        verdict = ("<b>The top neurons matter more than random ones.</b>" if result.important_hurts_more
-                   else "<b>The top neurons matter no more than random ones here.</b>")
         self.verdict.setText(
-            f"{verdict}<br>Accuracy on {result.inputs:,} {result.split} images: "
+            f"{verdict_text(result)}<br>Accuracy on {result.inputs:,} {result.split} images: "
             f"{100 * result.baseline_accuracy:.1f} % with every neuron, {100 * result.important_accuracy:.1f} % "
             f"with the top {m} of {layer} {what}, {100 * float(np.mean(result.random_accuracies)):.1f} % on "
             f"average with {m} random ones ({draws} draws).")
