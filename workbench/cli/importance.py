@@ -197,10 +197,11 @@ def _importance_text(r: dict, importance) -> str:
         if a["clearly_important"]:
             lines.append(f"  → the important neurons clearly hurt more than random ones (chance {a['chance']:.2f})")
         elif worse == 0:
-            lines.append(f"  → they hurt more than all {draws} random sets, but {draws} draws cannot make that clear "
-                         f"(chance 1 in {draws + 1}); run --draws {CLEAR_DRAWS} or more")
+            lines.append(f"  → the important neurons hurt more than all {draws} random sets, but {draws} draws cannot "
+                         f"make that clear (chance 1 in {draws + 1}); run --draws {CLEAR_DRAWS} or more")
         else:
-            lines.append(f"  → not clear: {worse} of {draws} random sets hurt at least as much (chance {a['chance']:.2f})")
+            lines.append(f"  → not clear that the important neurons matter more: {worse} of {draws} random sets hurt "
+                         f"at least as much (chance {a['chance']:.2f})")
     g = r["gallery"]
     if g:
         lines.append(f"Gallery of neuron {g['neuron']}: {len(g['files'])} PNGs written to "
