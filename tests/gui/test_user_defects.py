@@ -18,3 +18,26 @@ def test_the_predictions_label_survives_a_split_whose_evaluation_is_gone(qtbot, 
     view._update_predictions_label()
     text = view.predictions_label.text()
     assert "correct" not in text and ("No predictions yet" in text or "Predicting" in text)
+
+
+def test_the_ablation_verdict_says_how_the_top_set_ranks_and_offers_more_draws(qtbot, settled_window):
+    from PySide6.QtCore import Qt
+
+    from workbench.core.ablation import CLEAR_DRAWS
+
+    window = settled_window
+    qtbot.keyClick(window, Qt.Key.Key_4, Qt.KeyboardModifier.ControlModifier)
+    view = window.views["importance"]
+    qtbot.waitUntil(lambda: view.ablation.result is not None and window.runner.is_idle(), timeout=90000)
+    first = view.ablation.result
+    text = view.ablation.verdict.text()
+    assert f"{first.draws} random sets" in text or f"all {first.draws} random" in text
+    if first.draws_at_least_as_bad == 0:  # ahead of every draw, but five draws cannot make that clear
+        assert "cannot make that clear" in text and f"Check with {CLEAR_DRAWS} draws" in text
+    view.ablation.verdict.linkActivated.emit("more")  # what clicking "Check with 19 draws" does
+    qtbot.waitUntil(lambda: view.ablation.result is not None and view.ablation.result.draws == CLEAR_DRAWS,
+                    timeout=90000)
+    again = view.ablation.result.to_dict()
+    assert again["chance"] == (1 + again["draws_at_least_as_bad"]) / (CLEAR_DRAWS + 1)
+    assert "Check with" not in view.ablation.verdict.text()
+    assert ("clearly matter more" in view.ablation.verdict.text()) is again["clearly_important"]
