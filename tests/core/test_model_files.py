@@ -119,3 +119,17 @@ def test_a_garbage_export_archive_is_one_line_without_torch_log(tmp_path, caplog
             load_model(path)
     assert "warnings above" not in str(caught.value)
     assert not [r for r in caplog.records if r.name.startswith("torch")]
+
+
+def test_a_bare_state_dict_that_fits_no_architecture_or_several_says_so(tmp_path, isolated_plugins):
+    from workbench.core.models import Architecture, get_architecture, register_architecture
+
+    torch.save({"w": torch.zeros(3, 3)}, tmp_path / "odd.pt")
+    with pytest.raises(WorkbenchError, match="fit none of the known architectures"):
+        load_model(tmp_path / "odd.pt")
+    twin = get_architecture("digits-net")
+    register_architecture(Architecture("digits-twin", twin.build, twin.input_shape))
+    torch.save(twin.build(10).state_dict(), tmp_path / "twin.pt")
+    with pytest.raises(WorkbenchError, match="fit 2 architectures: digits-net, digits-twin") as caught:
+        load_model(tmp_path / "twin.pt")
+    assert "--arch" in caught.value.hint

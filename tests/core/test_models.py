@@ -119,9 +119,9 @@ def test_checkpoint_roundtrip_with_card(digits_model_file, digits_model, probe):
 
 def test_state_dict_with_arch_and_descriptor(tmp_path, digits_model, probe):
     torch.save(digits_model.module.state_dict(), tmp_path / "w.pt")
-    with pytest.raises(WorkbenchError, match="architecture is unknown") as err:
-        load_model(tmp_path / "w.pt")
-    assert "--arch" in err.value.hint
+    inferred = load_model(tmp_path / "w.pt")  # its names and shapes fit exactly one architecture
+    assert inferred.info.arch == "digits-net" and inferred.info.card["arch_inferred"]
+    _same_outputs(inferred.module, digits_model.module, probe)
     m = load_model(tmp_path / "w.pt", arch="digits-net")
     assert m.info.format == "state_dict" and m.info.input_shape == (1, 8, 8)
     _same_outputs(m.module, digits_model.module, probe)
@@ -135,8 +135,7 @@ def test_safetensors_with_arch(tmp_path, digits_model, probe):
     from safetensors.torch import save_file
 
     save_file(digits_model.module.state_dict(), str(tmp_path / "w.safetensors"))
-    with pytest.raises(WorkbenchError, match="architecture is unknown"):
-        load_model(tmp_path / "w.safetensors")
+    assert load_model(tmp_path / "w.safetensors").info.arch == "digits-net"  # inferred: exactly one fits
     m = load_model(tmp_path / "w.safetensors", arch="digits-net")
     _same_outputs(m.module, digits_model.module, probe)
 

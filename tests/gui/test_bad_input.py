@@ -65,22 +65,23 @@ def test_pickle_only_model_needs_the_trust_box(qtbot, settled_window, error_dial
     dialog = window.open_model_file()
     dialog.path.setText(str(path))
     qtbot.mouseClick(dialog.buttons.button(QDialogButtonBox.StandardButton.Open), Qt.MouseButton.LeftButton)
-    error = wait_for_dialog(qtbot, error_dialogs)
-    assert "pickled Python object" in error.message and "I trust this file" in error.hint
+    # The failure is said in the dialog, which stays open with the path: no need to type it again.
+    qtbot.waitUntil(dialog.error.isVisible, timeout=20000)
+    assert "pickled Python object" in dialog.error.text() and "I trust this file" in dialog.error.text()
+    assert dialog.isVisible() and dialog.path.text() == str(path)
     assert window.session.model_entry("pickled") is None
     assert_still_running(qtbot, window)
 
-    dialog = window.open_model_file()
-    dialog.path.setText(str(path))
     dialog.trust.setChecked(True)
     with qtbot.waitSignal(window.session.model_added, timeout=20000) as added:
         qtbot.mouseClick(dialog.buttons.button(QDialogButtonBox.StandardButton.Open), Qt.MouseButton.LeftButton)
     assert added.args == ["pickled"]
+    qtbot.waitUntil(lambda: not dialog.isVisible(), timeout=5000)
     assert window.selection.model == "pickled"
     bundle = window.session.models["pickled"]
     assert bundle.model.info.format == "pickle (trusted)"
     assert [layer.name for layer in bundle.catalogue][:2] == ["conv1", "relu1"]  # dataset's shape stood in
-    assert len(error_dialogs) == 1
+    assert error_dialogs == []
 
 
 def test_model_that_does_not_fit_the_dataset(qtbot, settled_window, error_dialogs, settle):
@@ -248,3 +249,20 @@ def test_torchvision_dataset_missing_from_the_cache_offline(qtbot, settled_windo
         not any((tmp_path / "cache" / "torchvision" / "KMNIST").rglob("*.gz"))
     assert "torchvision:KMNIST" not in window.session.project.datasets
     assert_still_running(qtbot, window)
+
+
+def test_a_state_dict_opens_with_its_architecture_inferred(qtbot, settled_window, error_dialogs, tmp_path):
+    import torch
+
+    from workbench.core.models import lenet5
+
+    path = tmp_path / "weights.pt"
+    torch.save(lenet5().state_dict(), path)  # bare weights: names and shapes fit lenet5 alone
+    window = settled_window
+    dialog = window.open_model_file()
+    dialog.path.setText(str(path))
+    with qtbot.waitSignal(window.session.model_added, timeout=20000) as added:
+        qtbot.mouseClick(dialog.buttons.button(QDialogButtonBox.StandardButton.Open), Qt.MouseButton.LeftButton)
+    bundle = window.session.models[added.args[0]]
+    assert bundle.model.info.arch == "lenet5" and error_dialogs == []
+    assert window.session.model_entry(added.args[0])["arch"] == "lenet5"  # recorded for the next opening

@@ -221,6 +221,33 @@ def _state_dict_diff(module, state: dict) -> str:
     return "\n".join(parts)
 
 
+def infer_architecture(path: Path, state: dict) -> str:
+    """The one known architecture whose parameter names and shapes match a bare state_dict exactly;
+    none or several is a refusal that says which to choose."""
+    from workbench.core.models import architectures
+
+    fitting = []
+    for arch in architectures():
+        try:
+            own = arch.build(10).state_dict()
+            last = [k for k, v in own.items() if v.dim() >= 1][-1]
+            classes = int(state[last].shape[0]) if last in state and state[last].dim() else 10
+            if not _state_dict_diff(arch.build(classes), state):
+                fitting.append(arch.name)
+        except Exception:  # an architecture that cannot be built here (a broken plugin's) fits nothing
+            continue
+    if len(fitting) == 1:
+        return fitting[0]
+    names = ", ".join(a.name for a in architectures())
+    if fitting:
+        raise WorkbenchError(f"{path.name} holds only weights, and they fit {len(fitting)} architectures: "
+                             f"{', '.join(fitting)}.", "Choose the one it was trained with (GUI: the architecture "
+                             "list; CLI: --arch), or put a descriptor JSON with \"arch\" beside the file.")
+    raise WorkbenchError(f"{path.name} holds only weights, and they fit none of the known architectures.",
+                         f"Add its architecture with a plugin, or save the whole model (TorchScript or torch.export). "
+                         f"Known: {names}.")
+
+
 def _build(arch_name: str, state: dict, num_classes: int | None = None):
     arch = get_architecture(arch_name)
     if num_classes is None:  # the class count is the length of the architecture's last weight
@@ -325,8 +352,7 @@ def load_model(spec: str | os.PathLike, arch: str | None = None, trust: bool = F
             state = load_file(str(path))
             check_weights(path, state, meta.get("weights_sha256"))
             if not arch:
-                raise WorkbenchError(f"{path.name} holds only weights; the architecture is unknown.",
-                                     "Name it with --arch (or a descriptor JSON beside the file).")
+                arch, meta = infer_architecture(path, state), {**meta, "arch_inferred": True}
             module, arch_obj = _build(arch, state)
         else:
             obj = _torch_load(path, trust)
@@ -342,8 +368,7 @@ def load_model(spec: str | os.PathLike, arch: str | None = None, trust: bool = F
             elif isinstance(obj, dict) and obj and all(isinstance(v, torch.Tensor) for v in obj.values()):
                 check_weights(path, obj, meta.get("weights_sha256"))
                 if not arch:
-                    raise WorkbenchError(f"{path.name} holds only weights (a state_dict); the architecture is unknown.",
-                                         "Name it with --arch (or a descriptor JSON beside the file).")
+                    arch, meta = infer_architecture(path, obj), {**meta, "arch_inferred": True}
                 module, arch_obj = _build(arch, obj)
             else:
                 raise WorkbenchError(f"{path.name} holds a {type(obj).__name__}, not a model or its weights.",

@@ -345,9 +345,9 @@ class MainWindow(QMainWindow):
     def open_model_file(self) -> OpenModelDialog:
         from workbench.core.models import architectures
 
-        dialog = OpenModelDialog([a.name for a in architectures()], self)
+        dialog = OpenModelDialog([a.name for a in architectures()], self,
+                                 load=lambda choices: self.session.add_model_file(**choices, report_errors=False))
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        dialog.accepted.connect(lambda: self.session.add_model_file(**dialog.choices()))
         dialog.open()
         return self._dialog(dialog)
 

@@ -27,8 +27,12 @@ def _path_row(edit: QLineEdit, *buttons: QPushButton) -> QHBoxLayout:
 
 
 class OpenModelDialog(QDialog):
-    def __init__(self, architectures: list[str], parent: QWidget | None = None, path: str = ""):
+    """With `load(choices) -> job`, Open loads the file and the dialog closes only once it has loaded:
+    a file that fails keeps the dialog open with the path, the choices and what went wrong."""
+
+    def __init__(self, architectures: list[str], parent: QWidget | None = None, path: str = "", load=None):
         super().__init__(parent)
+        self._load = load
         self.setWindowTitle("Open model file")
         self.path = QLineEdit(path)
         self.path.setPlaceholderText("/path/to/model.pt")
@@ -36,9 +40,9 @@ class OpenModelDialog(QDialog):
         browse.clicked.connect(self._browse)
         self._architectures = [None] + list(architectures)
         self.arch = QComboBox()
-        self.arch.addItem("Read it from the file")
+        self.arch.addItem("Read it from the file, or infer it from the weights")
         self.arch.addItems(list(architectures))
-        self.arch.setToolTip("Needed for plain weights (a state_dict or .safetensors) without a descriptor")
+        self.arch.setToolTip("For plain weights (a state_dict or .safetensors) that fit more than one architecture")
         self.name = QLineEdit()
         self.name.setPlaceholderText("default: from the file")
         self.trust = QCheckBox("I trust this file")
@@ -47,6 +51,11 @@ class OpenModelDialog(QDialog):
                          "for files from a source you trust; plain weights, TorchScript and torch.export files "
                          "never need it.")
         warning.setWordWrap(True)
+        self.error = QLabel()
+        self.error.setObjectName("openModelError")
+        self.error.setWordWrap(True)
+        self.error.setStyleSheet("color: #c62828;")
+        self.error.hide()
         form = QFormLayout()
         form.addRow("File", _path_row(self.path, browse))
         form.addRow("Architecture", self.arch)
@@ -59,9 +68,30 @@ class OpenModelDialog(QDialog):
         layout.addLayout(form)
         layout.addWidget(self.trust)
         layout.addWidget(warning)
+        layout.addWidget(self.error)
         layout.addWidget(self.buttons)
         self.setMinimumWidth(520)
+        self._loading = False
         self._update()
+
+    def accept(self) -> None:
+        if self._load is None:
+            super().accept()
+            return
+        self._loading = True
+        self.error.hide()
+        self._update()
+        job = self._load(self.choices())
+        job.finished.connect(lambda _result: super(OpenModelDialog, self).accept())
+        job.failed.connect(self._failed)
+
+    def _failed(self, exc: BaseException) -> None:
+        self._loading = False
+        message, hint = getattr(exc, "message", str(exc)), getattr(exc, "hint", "")
+        self.error.setText(f"<b>{message}</b>" + (f"<br>{hint}" if hint else ""))
+        self.error.show()
+        self._update()
+        self.adjustSize()  # room for the message: the dialog must not cut it off
 
     def _browse(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open model file", self.path.text(), MODEL_FILTER)
@@ -69,7 +99,9 @@ class OpenModelDialog(QDialog):
             self.path.setText(path)
 
     def _update(self) -> None:
-        self.buttons.button(QDialogButtonBox.StandardButton.Open).setEnabled(bool(self.path.text().strip()))
+        button = self.buttons.button(QDialogButtonBox.StandardButton.Open)
+        button.setEnabled(bool(self.path.text().strip()) and not self._loading)
+        button.setText("Loading…" if self._loading else "Open")
 
     def choices(self) -> dict:
         """path, arch (None: from the file), trust, name (None: from the file)."""

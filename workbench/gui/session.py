@@ -263,19 +263,22 @@ class Session(QObject):
         return name
 
     def add_model_file(self, path: str, arch: str | None = None, trust: bool = False,
-                       name: str | None = None) -> Job:
-        """Load a user's model file; it joins the project only once it loaded cleanly."""
+                       name: str | None = None, report_errors: bool = True) -> Job:
+        """Load a user's model file; it joins the project only once it loaded cleanly (with the
+        architecture it was loaded with, inferred or chosen). `report_errors=False`: the caller shows
+        a failure itself (the open dialog does)."""
         spec = str(Path(path).resolve()) if os.path.exists(path) else path
         if trust:
             self._trusted.add(spec)
         from workbench.core.model_io import inspect_model
 
         job = self.runner.submit(f"Load model file {Path(path).name}", inspect_model, spec, arch=arch or None,
-                                 trust=trust, fallback_shape=self._fallback_shape(), lane=INTERACTIVE, view="model")
+                                 trust=trust, fallback_shape=self._fallback_shape(), lane=INTERACTIVE, view="model",
+                                 report_errors=report_errors)
 
         def loaded(bundle: ModelBundle) -> None:
             model_name = self.unique_model_name(name or bundle.model.info.name or Path(path).stem)
-            if self._write(lambda: self.project.add_model(spec, model_name, arch)):
+            if self._write(lambda: self.project.add_model(spec, model_name, arch or bundle.model.info.arch)):
                 self.models[model_name] = bundle
                 self.project_changed.emit()
                 self.model_loaded.emit(model_name)
