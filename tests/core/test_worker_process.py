@@ -143,3 +143,15 @@ def test_relevance_in_the_worker_equals_relevance_on_the_thread(worker, digits, 
     np.testing.assert_allclose(remote.totals, inline.totals, rtol=1e-6)
     np.testing.assert_array_equal(remote.ranking, inline.ranking)
     assert remote.artifact in project.artifacts()
+
+
+def test_coverage_in_the_worker_equals_coverage_on_the_thread(worker, digits, digits_model):
+    """A real job whose result holds fitted criteria (which must not keep the job's context)."""
+    from workbench.core.coverage.measure import measure_groups
+
+    args = (digits_model, digits, "test", None, "fc1", [("nc", "kmnc")], 6, None)
+    inline = InlineExecutor().run(_context(), measure_groups, args)
+    remote = worker.run(_context(), measure_groups, args)
+    assert worker.last_placement == IN_WORKER and not remote.errors
+    for name in ("nc", "kmnc"):
+        assert remote.results[name].value == inline.results[name].value

@@ -190,8 +190,11 @@ class Criterion(ABC):
         `check` (a job's `ctx.check`) is called between the long steps of a fit (IDC's k-means per
         neuron and k), so a cancelled job stops within a step, not after the whole fit."""
         self._check = check or _no_check
-        if self.needs_fit:
-            self._finish_fit()
+        try:
+            if self.needs_fit:
+                self._finish_fit()
+        finally:
+            self._check = _no_check  # a job's check is not kept: the fitted criterion goes into results
         self.fitted = True
         self.reset()
         return self

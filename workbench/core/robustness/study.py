@@ -9,7 +9,7 @@ runs come back with the set-up, so reopening a project shows what was measured.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -31,6 +31,8 @@ class RobustnessBase:
     reused: list = field(default_factory=list)  # names of stored pools read back
     stored_runs: dict = field(default_factory=dict)  # "experiment" / "convergence" → the newest stored run
     step_rate: float = 0.0  # images per second of a fine-tuning step on this machine (for estimates)
+    pool_key: str = ""  # the stored pool's name for this model, ε, inputs and seed (fuzzer tests that join it say so)
+    fuzz_tests: object = None  # the newest fuzzer tests that joined the pool (core.robustness.fuzzing.FuzzResult)
 
 
 def pool_name(kind: str, model: str, eps: float, inputs: int | None, seed: int) -> str:
@@ -114,7 +116,27 @@ def prepare_robustness(ctx: JobContext, model: LoadedModel, dataset: Dataset, ep
     rate = measure_step_rate(ctx.quiet(), model, dataset.image_shape)
     base = RobustnessBase(setup, clean["fol_linf"], model.name, dataset.name, fingerprint, step_rate=rate,
                           reused=[n for n, stored in ((pool_artifact, pool), (fp_artifact, fp_test)) if stored is not None],
-                          stored_runs=stored_runs)
+                          stored_runs=stored_runs, pool_key=pool_name("pool", model.name, eps, pool_inputs, seed))
+    return rejoin_fuzzer_tests(ctx.quiet(), base, dataset, project)
+
+
+def rejoin_fuzzer_tests(ctx: JobContext, base: RobustnessBase, dataset: Dataset, project) -> RobustnessBase:
+    """`base` with the stored fuzzer tests that joined its pool joined again, oldest first: what the
+    view showed before the project was closed, it shows after."""
+    from workbench.core.robustness.fuzzing import FuzzResult
+
+    if project is None:
+        return base
+    joined = [(name, entry) for name, entry in project.artifacts("testset").items()
+              if entry.get("provenance", {}).get("role") == "fuzz-tests"
+              and entry["provenance"].get("joined_to") == base.pool_key
+              and entry["provenance"].get("model_fingerprint") == base.fingerprint]
+    train = dataset.split("train")
+    for name, entry in sorted(joined, key=lambda item: str(item[1]["provenance"].get("created", ""))):
+        stored = project.load_artifact(name)
+        tests = FuzzResult.from_arrays({key: stored[key] for key in stored.names}, entry["provenance"])
+        if len(tests):
+            base = replace(join_fuzzer_tests(ctx, base, tests, train.numpy(tests.seed_index)), fuzz_tests=tests)
     return base
 
 
@@ -227,8 +249,6 @@ def join_fuzzer_tests(ctx: JobContext, base: RobustnessBase, tests, seeds: np.nd
     The tests become selectable (none are held out: checkpointing keeps the held-out part of the
     attacks' pool). The original set-up is left as it is, so jobs still using it are not disturbed.
     """
-    from dataclasses import replace
-
     from workbench.core.robustness.pool import fuzzer_candidates, merge_pools
 
     setup = base.setup
@@ -253,8 +273,9 @@ def run_fuzzer(ctx: JobContext, base: RobustnessBase, model: LoadedModel, datase
     if len(tests) and project is not None:
         save_testset(project, name, tests.to_arrays(), **{
             **tests.params, "role": "fuzz-tests", "model": model.name, "dataset": dataset.name,
-            "model_fingerprint": model.fingerprint()})
+            "model_fingerprint": model.fingerprint(), **({"joined_to": base.pool_key} if join else {})})
     if len(tests):
         if join:
-            joined = join_fuzzer_tests(ctx.stage(1, 2, "scoring the tests"), base, tests, train.numpy(tests.seed_index))
+            joined = replace(join_fuzzer_tests(ctx.stage(1, 2, "scoring the tests"), base, tests,
+                                               train.numpy(tests.seed_index)), fuzz_tests=tests)
     return FuzzRun(tests, joined)

@@ -291,8 +291,11 @@ class RobustnessView(QWidget):
         if key != self.base_key:
             return
         self.base = base
+        self.fuzzed = base.fuzz_tests  # fuzzer tests that joined the pool before the project was closed
+        fuzzed = int(np.sum(base.setup.pool.attack == "fuzz"))
+        joined = f" The pool holds {fuzzed:,} fuzzer tests too." if fuzzed else ""
         self.summary.setText(baseline_text(self.base.setup) +
-                             (" Pools read back from the project." if self.base.reused else ""))
+                             (" Pools read back from the project." if self.base.reused else "") + joined)
         self._draw_histograms()
         self._show_stored_runs()
         self.preview_selection()
