@@ -110,3 +110,4 @@ def settled_window(open_window, settle):
     window = open_window()
     settle(window)
     return window
+

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from gui_helpers import robustness_set_up
 from PySide6.QtCore import Qt
 
 pytestmark = pytest.mark.gui
@@ -24,7 +25,7 @@ def robustness_window(qtbot, settled_window):
     qtbot.keyClick(window, Qt.Key.Key_6, Qt.KeyboardModifier.ControlModifier)
     view = window.views["robustness"]
     assert window.tabs.currentWidget() is view
-    qtbot.waitUntil(lambda: view.base is not None and idle(window), timeout=RETRAIN_TIMEOUT_MS)
+    robustness_set_up(qtbot, window, RETRAIN_TIMEOUT_MS)
     qtbot.mouseClick(view.retrain.quick_button, Qt.MouseButton.LeftButton)  # it never starts by itself
     qtbot.waitUntil(lambda: view.base is not None and not view.jobs and idle(window), timeout=RETRAIN_TIMEOUT_MS)
     return window

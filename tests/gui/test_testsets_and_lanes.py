@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 import pytest
+from gui_helpers import robustness_set_up
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 
@@ -135,7 +136,7 @@ def test_the_robustness_view_does_not_start_retraining_by_itself(qtbot, settled_
     window = settled_window
     qtbot.keyClick(window, Qt.Key.Key_6, Qt.KeyboardModifier.ControlModifier)
     view = window.views["robustness"]
-    qtbot.waitUntil(lambda: view.base is not None and idle(window), timeout=180000)
+    robustness_set_up(qtbot, window, 180000)
     assert not any(j.name.startswith("Retrain") for j in window.runner.jobs)
     quick = view.retrain.quick_button
     assert quick.isEnabled() and quick.text().startswith("Quick comparison (about ")

@@ -41,3 +41,27 @@ def test_the_ablation_verdict_says_how_the_top_set_ranks_and_offers_more_draws(q
     assert again["chance"] == (1 + again["draws_at_least_as_bad"]) / (CLEAR_DRAWS + 1)
     assert "Check with" not in view.ablation.verdict.text()
     assert ("clearly matter more" in view.ablation.verdict.text()) is again["clearly_important"]
+
+
+def test_a_test_only_dataset_is_fitted_on_the_split_it_has_and_says_so(qtbot, settled_window, tmp_path, settle):
+    """A plain x, y .npz has no training split: relevance and coverage are fitted on its test split."""
+    import numpy as np
+    from PySide6.QtCore import Qt
+
+    window = settled_window
+    data = window.session.datasets["fashion-mnist"].split("test")
+    path = tmp_path / "mine.npz"
+    np.savez(path, x=data.images[:300, 0], y=data.labels[:300])
+    window.add_dataset(str(path))
+    qtbot.waitUntil(lambda: window.selection.dataset is not None and "mine" in window.selection.dataset,
+                    timeout=20000)
+    settle(window)
+    qtbot.keyClick(window, Qt.Key.Key_4, Qt.KeyboardModifier.ControlModifier)
+    view = window.views["importance"]
+    qtbot.waitUntil(lambda: view.result is not None and window.runner.is_idle(), timeout=60000)
+    assert view.result.provenance["split"] == "test" and view.result.inputs == 300
+    assert "test images (the dataset has no training split)" in view.summary.text()
+    qtbot.keyClick(window, Qt.Key.Key_5, Qt.KeyboardModifier.ControlModifier)
+    coverage = window.views["coverage"]
+    qtbot.waitUntil(lambda: window.runner.is_idle() and "fitted on" in coverage.summary.text(), timeout=60000)
+    assert "fitted on the 300 test images (the dataset has no training split)" in coverage.summary.text()

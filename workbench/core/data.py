@@ -223,6 +223,14 @@ class Dataset:
     def image_shape(self) -> tuple[int, int, int]:
         return next(s.image_shape for s in self.splits.values() if len(s))
 
+    @property
+    def fit_split(self) -> str:
+        """The split relevance and coverage are fitted on: "train", or, for a dataset without one (a
+        plain x, y file), the split it has; results record which, and the views say so."""
+        if "train" in self.splits and len(self.splits["train"]):
+            return "train"
+        return next(name for name, split in self.splits.items() if len(split))
+
     def split(self, name: str) -> Split:
         if name not in self.splits:
             raise WorkbenchError(f"Dataset {self.name!r} has no split {name!r}.",

@@ -365,8 +365,9 @@ class Session(QObject):
         if key in self.importances and not force:
             return None
         bundle, data = self.models[model], self.datasets[dataset]
-        job = self._importances.run(key, f"Importance of {layer} in {model} ({data.name} train)", compute_importance,
-                                    bundle.model, data, layer, per_class=True, batch_size=512, split="train",
+        job = self._importances.run(key, f"Importance of {layer} in {model} ({data.name} {data.fit_split})",
+                                    compute_importance, bundle.model, data, layer, per_class=True, batch_size=512,
+                                    split=data.fit_split,
                                     project=self.project, reuse=not force, lane=LONG, view="importance",
                                     then=lambda result: self._mark_unsaved(result, job))
         job.partial.connect(lambda progress: self.importance_progress.emit(key, progress))

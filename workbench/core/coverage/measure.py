@@ -493,7 +493,8 @@ def measure_groups(ctx: JobContext, model, dataset, test_split, test_indices, la
     for criteria in groups:
         try:
             measured.results.update(measure_coverage(
-                ctx, model, dataset, layer, criteria, test_split=test_split, test_indices=test_indices, m=m,
+                ctx, model, dataset, layer, criteria, train_split=dataset.fit_split, test_split=test_split,
+                test_indices=test_indices, m=m,
                 importance=importance if "idc" in criteria else None, project=project))
         except WorkbenchError as exc:
             measured.errors.update({name: exc for name in criteria})

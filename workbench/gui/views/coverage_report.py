@@ -9,7 +9,7 @@ import numpy as np
 
 from workbench.gui.coverage_choices import coverage_text, criterion_help, criterion_titles
 from workbench.gui.coverage_runs import CANCELLED, DONE, FAILED, RUNNING, CoverageRequest, SetRun
-from workbench.gui.views.view_inputs import error_text
+from workbench.gui.views.view_inputs import error_text, fitted_on
 from workbench.gui.widgets.growth_plot import Curve
 
 NEURON_CRITERIA = ("nc", "kmnc", "nbc", "snac", "tknc", "tknp")
@@ -49,7 +49,7 @@ def summary_text(request: CoverageRequest, data, runs: list[SetRun]) -> str:
     if neuron:
         parts.append(f"<b>{', '.join(neuron)}</b> on every conv, pooling and dense layer")
     if data is not None:
-        parts.append(f"fitted on the {len(data.splits.get('train', [])):,} training images of {data.name}")
+        parts.append(f"fitted on the {len(data.split(data.fit_split)):,} {fitted_on(data)} of {data.name}")
     notes = []
     for run in runs:
         if run.state == RUNNING:

@@ -38,7 +38,7 @@ from workbench.gui.selection import Selection
 from workbench.gui.session import Session
 from workbench.gui.views.analysis_view import AnalysisView
 from workbench.gui.views.model_view import section_label
-from workbench.gui.views.view_inputs import error_text
+from workbench.gui.views.view_inputs import error_text, fitted_on
 from workbench.gui.widgets.ablation_panel import AblationPanel
 from workbench.gui.widgets.empty_state import MessageOrContent, view_frame
 from workbench.gui.widgets.export import export_csv, export_png
@@ -272,11 +272,12 @@ class ImportanceView(AnalysisView):
             self.heatmap_stack.show_message(f"No relevance for layer {layer}", error_text(error), actions)
             return
         self.compute()
+        data = self.session.datasets[spec]
         if self.partial is None or self.partial[0] != key:
             self.heatmap_stack.show_message(f"Computing the relevance of {layer}…",
                                             "LRP relevance of every neuron, summed over the correctly classified "
-                                            "training images; the bars fill in batch by batch (see Jobs).", busy=True)
-        self.summary.setText(f"Summing the relevance of {layer}'s neurons over the training images of "
+                                            f"{fitted_on(data)}; the bars fill in batch by batch (see Jobs).", busy=True)
+        self.summary.setText(f"Summing the relevance of {layer}'s neurons over the {fitted_on(data)} of "
                              f"{self.session.dataset_title(spec)}…")
 
     def _on_progress(self, key: tuple, progress) -> None:
@@ -301,8 +302,9 @@ class ImportanceView(AnalysisView):
         self.heatmap.set_matrix(totals[None, :], ["all classes, so far"], units="relevance (sum over images)",
                                 neuron_title=f"Neuron of {key[2]}")
         self.heatmap.bars.set_values(totals)
+        words = fitted_on(self.session.datasets[key[1]]) if key[1] in self.session.datasets else "images"
         self.summary.setText(f"Summing the relevance of {key[2]}'s neurons: {progress.done:,} of {progress.total:,} "
-                             f"training images, {int(np.sum(progress.counts)):,} of them correctly classified so far…")
+                             f"{words}, {int(np.sum(progress.counts)):,} of them correctly classified so far…")
 
     def _show_result(self) -> None:
         result = self.result
@@ -333,8 +335,8 @@ class ImportanceView(AnalysisView):
                       if empty else "")
         self.summary.setText(
             f"{rule_text(result.rule)} relevance of the {result.neurons:,} neurons of <b>{layer}</b> in {model}, "
-            f"summed over the {result.correct:,} correctly classified of {result.inputs:,} {data.name} training "
-            f"images{stored}{empty_note}"
+            f"summed over the {result.correct:,} correctly classified of {result.inputs:,} {data.name} "
+            f"{fitted_on(data)}{stored}{empty_note}"
             + (" · <span style='color:#d62728'>some values are NaN (hatched)</span>" if nan else ""))
         self._show_marks()
         if self.selection.neuron is None or not 0 <= self.selection.neuron < result.neurons:
@@ -405,7 +407,8 @@ class ImportanceView(AnalysisView):
         if self.jobs.error(("gallery", key)) is None:
             self.jobs.run(("gallery", key), f"Gallery of neuron {neuron} of {layer} in {model}", neuron_gallery,
                           self.session.models[model].model, self.session.datasets[spec], layer, neuron, k=GALLERY_SIZE,
-                          split="train", max_inputs=GALLERY_SAMPLE, group="gallery", lane=INTERACTIVE,
+                          split=self.session.datasets[spec].fit_split, max_inputs=GALLERY_SAMPLE, group="gallery",
+                          lane=INTERACTIVE,
                           view="importance", portable=True)
         self._show_gallery(key)
 
@@ -419,7 +422,7 @@ class ImportanceView(AnalysisView):
             data = self.session.datasets[key[2]]
             split = data.split(gallery.split)
             names = list(data.class_names)
-            note = (f"From a seeded sample of {GALLERY_SAMPLE:,} training images."
+            note = (f"From a seeded sample of {GALLERY_SAMPLE:,} {fitted_on(data)}."
                     if len(split) > GALLERY_SAMPLE else "")
             self.gallery.set_tiles(self._tiles(gallery.by_relevance, split, names),
                                    self._tiles(gallery.by_activation, split, names), note)

@@ -11,6 +11,13 @@ from collections.abc import Callable
 from workbench.core.layers import WEIGHTED_TYPES, default_layer
 
 
+def fitted_on(data) -> str:
+    """The images relevance and coverage are fitted on, in words: "training images", or the split a
+    dataset without a training split is fitted on instead."""
+    split = data.fit_split
+    return "training images" if split == "train" else f"{split} images (the dataset has no training split)"
+
+
 def error_text(exc: BaseException) -> str:
     return f"{getattr(exc, 'message', None) or exc}\n{getattr(exc, 'hint', '')}".strip()
 
