@@ -72,3 +72,28 @@ def test_importance_and_coverage_default_to_the_same_layer(capsys, digits_model_
     importance = run_json(capsys, "importance", "--model", digits_model_file, "--data", "digits")
     coverage = run_json(capsys, "coverage", "--model", digits_model_file, "--data", "digits", "--criteria", "idc")
     assert importance["layer"] == coverage["layer"] == "fc1"
+
+
+@pytest.mark.parametrize("subset, size", [(["--first", "40"], 40), (["--indices", "0,3,5-9"], 7),
+                                          (["--class", "3"], None), (["--indices", "{file}"], 3)])
+def test_subsets_by_first_indices_or_class_wherever_a_test_set_is_taken(capsys, tmp_path, digits_model_file, digits,
+                                                                       subset, size):
+    from cli_helpers import run_json
+
+    index_file = tmp_path / "indices.txt"
+    index_file.write_text("2\n4\n6\n")
+    subset = [a.format(file=index_file) for a in subset]
+    expected = size if size is not None else int((digits.split("test").labels == 3).sum())
+    evaluate, coverage = ([a.format(model=digits_model_file) for a in argv] for argv in (EVALUATE, COVERAGE[:-2]))
+    evaluated = run_json(capsys, *evaluate, *subset)
+    assert evaluated["n"] == expected
+    covered = run_json(capsys, *coverage, "--criteria", "nc", *subset)
+    assert covered["test_inputs"] == expected
+    scored = run_json(capsys, "fol", "--model", digits_model_file, "--data", "digits", "--eps", "0.1", *subset)
+    assert scored["inputs"] == expected
+
+
+def test_two_subset_options_at_once_are_refused(capsys, digits_model_file):
+    rc, _, err = run_cli(capsys, *[a.format(model=digits_model_file) for a in EVALUATE], "--first", "3",
+                         "--class", "1")
+    assert_clean_failure(rc, err, "--first and --class")

@@ -35,7 +35,8 @@ def add_common(p: argparse.ArgumentParser, seed: bool = True) -> None:
 
 def add_rule_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rule", default="lrp-0", help="lrp-0 (default), epsilon, z+ or alpha-beta")
-    p.add_argument("--epsilon", type=real(0, 1e3, low_open=True), default=0.01, help="ε of the epsilon rule (default 0.01)")
+    p.add_argument("--epsilon", type=real(0, 1e3, low_open=True), default=0.01,
+                   help="ε of the epsilon rule (default 0.01)")
     p.add_argument("--alpha", type=real(1, 100), default=2.0, help="α of the alpha-beta rule (default 2; β = α − 1)")
     p.add_argument("--maxpool", default="winner", choices=["winner", "equal-split"], help="max-pool variant")
 
@@ -59,7 +60,8 @@ def add_model_data(p, data_default: str | None = None, model_default: str | None
         p.add_argument("--model", default=model_default, metavar="MODEL", type=text("model"),
                        help=f"bundled model name or a path (default {model_default})")
     else:
-        p.add_argument("--model", required=True, metavar="MODEL", type=text("model"), help="bundled model name or a path")
+        p.add_argument("--model", required=True, metavar="MODEL", type=text("model"),
+                       help="bundled model name or a path")
     if data_default:
         p.add_argument("--data", default=data_default, metavar="NAME", type=text("dataset"),
                        help=f"dataset name or path (default {data_default})")
@@ -156,6 +158,50 @@ def load_model_and_data(args):
 
 def dataset_key(dataset) -> str:
     return dataset.recipe.get("name", dataset.name)
+
+
+def add_subset_options(p: argparse.ArgumentParser) -> None:
+    """--first / --indices / --class: measure a subset of the chosen test set or split."""
+    p.add_argument("--first", type=integer(1, 10**9), metavar="N", help="only the first N inputs")
+    p.add_argument("--indices", metavar="FILE|LIST",
+                   help="only these inputs: a list like 1,2,5-9, or a text or .npy file of indices")
+    p.add_argument("--class", dest="class_", metavar="C", help="only the inputs of class C (a name or an index)")
+
+
+def with_subset(args, name: str) -> str:
+    """`name` with the subset rule the options ask for (`NAME[first=N]` …), for `testsets.resolve`."""
+    chosen = [(flag, value) for flag, value in (("--first", args.first), ("--indices", args.indices),
+                                                 ("--class", args.class_)) if value is not None]
+    if not chosen:
+        return name
+    if len(chosen) > 1:
+        raise error(f"{' and '.join(f for f, _ in chosen)} both choose a subset.", "Give one of them.")
+    flag, value = chosen[0]
+    if flag == "--first":
+        return f"{name}[first={value}]"
+    if flag == "--class":
+        return f"{name}[class={shlex.quote(str(value))}]"
+    return f"{name}[indices={_index_list(value)}]"
+
+
+def _index_list(value: str) -> str:
+    """--indices as the rule's list: given inline, or read from a text (.txt, .csv) or .npy file."""
+    path = Path(value)
+    if not path.is_file():
+        return value.replace(" ", "")
+    from workbench.core.files import regular_file
+
+    regular_file(path, "index file")
+    try:
+        numbers = np.load(path, allow_pickle=False) if path.suffix == ".npy" else \
+            np.array(path.read_text().replace(",", " ").split(), dtype=np.int64)
+    except (ValueError, OSError) as exc:
+        raise error(f"{path.name} is not a list of input indices: {exc}",
+                    "Write one whole number per line (or save an integer array with numpy.save).") from exc
+    numbers = np.asarray(numbers).reshape(-1)
+    if numbers.size == 0 or numbers.dtype.kind not in "iu":
+        raise error(f"{path.name} holds no whole-number indices.", "Write one whole number per line.")
+    return ",".join(str(int(i)) for i in numbers)
 
 
 def check_positive(option: str, value, allow_none: bool = True) -> None:

@@ -10,9 +10,11 @@ from workbench.cli.arguments import integer, output_folder
 from workbench.cli.common import (
     add_common,
     add_rule_options,
+    add_subset_options,
     emit,
     importance_rule,
     run_job,
+    with_subset,
 )
 
 
@@ -20,7 +22,8 @@ def add_parsers(sub) -> None:
     cov = sub.add_parser("coverage", help="coverage of a test set: IDC (cluster counts, |INCC|, covered combinations) "
                                           "and the classic criteria NC, KMNC, NBC, SNAC, TKNC, TKNP, LSA, DSA, MDSA")
     cov.add_argument("--model", required=True, metavar="MODEL", help="bundled model name or a path")
-    cov.add_argument("--data", required=True, metavar="NAME", help="dataset the criteria are fitted on (its train split)")
+    cov.add_argument("--data", required=True, metavar="NAME",
+                     help="dataset the criteria are fitted on (its train split)")
     cov.add_argument("--layer", metavar="LAYER", help="layer of IDC and surprise adequacy (default: the last "
                                                       "Conv/Linear before the output layer)")
     cov.add_argument("--criteria", default="idc", metavar="LIST",
@@ -30,7 +33,8 @@ def add_parsers(sub) -> None:
     cov.add_argument("--testset", metavar="NAME", help="test set: a split of --data (test, train), a project test set "
                                                       "(e.g. fashion-mnist:test), or a dataset name or path whose images "
                                                       "fit the model (default: the test split of --data)")
-    cov.add_argument("--max-inputs", type=integer(1, 10**9), metavar="N", help="measure a seeded sample of N test inputs")
+    cov.add_argument("--max-inputs", type=integer(1, 10**9), metavar="N",
+                     help="measure a seeded sample of N test inputs")
     cov.add_argument("--per-class", action="store_true", help="one criterion per class (test inputs routed by "
                                                               "--route); reports each class and the mean")
     cov.add_argument("--route", default="label", choices=["label", "prediction"],
@@ -45,8 +49,10 @@ def add_parsers(sub) -> None:
     cov.add_argument("--state", action="append", default=[], metavar="FILE",
                      help="a criterion state saved with --save-state: its fit is used instead of fitting; refused "
                           "when it was made for another model, layer, data or options (repeatable)")
-    cov.add_argument("--save-state", metavar="DIR", type=output_folder, help="write each fitted criterion's state to DIR/<criterion>.h5")
+    cov.add_argument("--save-state", metavar="DIR", type=output_folder,
+                     help="write each fitted criterion's state to DIR/<criterion>.h5")
     cov.add_argument("--batch-size", type=integer(1, 65536), default=500)
+    add_subset_options(cov)
     cov.add_argument("--split", default="train", help="split the criteria are fitted on (default train)")
     add_rule_options(cov)
     cov.add_argument("--arch", help="architecture of a plain state_dict file")
@@ -171,8 +177,8 @@ def cmd_coverage(args) -> int:
     composite = importance_rule(args)
     states = _load_states(args.state, criteria)
     existing = Project.open(args.project) if args.project and (Path(args.project) / SETTINGS).exists() else None
-    test = resolve(existing, args.testset or "test", dataset, model=model, ctx=JobContext(args.device),
-                   download=args.download)
+    test = resolve(existing, with_subset(args, args.testset or "test"), dataset, model=model,
+                   ctx=JobContext(args.device), download=args.download)
     indices = seeded_sample(len(test), args.max_inputs, args.seed)
     project = existing or (Project.create(args.project, dataset.recipe.get("name", args.data)) if args.project
                            else None)

@@ -28,13 +28,16 @@ def add_parsers(sub) -> None:
     imp.add_argument("--m", type=int, default=6, help="how many top neurons (default 6)")
     imp.add_argument("--per-class", action="store_true", help="also rank neurons per class")
     imp.add_argument("--split", default="train", help="split relevance is summed over (default train)")
-    imp.add_argument("--max-inputs", type=integer(1, 10**9), metavar="N", help="use a seeded sample of N images of the split")
+    imp.add_argument("--max-inputs", type=integer(1, 10**9), metavar="N",
+                     help="use a seeded sample of N images of the split")
     imp.add_argument("--batch-size", type=integer(1, 65536), default=500)
     imp.add_argument("--ablation", default="zero", choices=["zero", "mean", "off"],
                      help="ablate the top-m and random neurons by zeroing or mean-replacing them, or skip (off)")
     imp.add_argument("--ablation-split", default="test", help="split accuracy is measured on (default test)")
-    imp.add_argument("--draws", type=integer(1, 10_000), default=5, help="random draws of m neurons to compare with (default 5)")
-    imp.add_argument("--gallery", type=integer(0, 10**8), metavar="NEURON", help="write the gallery of this neuron (needs --out)")
+    imp.add_argument("--draws", type=integer(1, 10_000), default=5,
+                     help="random draws of m neurons to compare with (default 5)")
+    imp.add_argument("--gallery", type=integer(0, 10**8), metavar="NEURON",
+                     help="write the gallery of this neuron (needs --out)")
     imp.add_argument("--out", metavar="DIR", type=output_folder, help="folder for the gallery PNGs")
     imp.add_argument("--k", type=integer(1, 10_000), default=9, help="inputs per gallery list (default 9)")
     imp.add_argument("--arch", help="architecture of a plain state_dict file")

@@ -22,6 +22,7 @@ from workbench.cli.common import (
     add_common,
     add_loading,
     add_model_data,
+    add_subset_options,
     check_creatable,
     check_positive,
     command_line,
@@ -33,6 +34,7 @@ from workbench.cli.common import (
     run_job,
     stats,
     stats_line,
+    with_subset,
 )
 from workbench.cli.robustness_options import (
     FOL_LABEL,
@@ -59,7 +61,8 @@ def add_parsers(sub) -> None:
     att.add_argument("--split", default="train", help="split to attack (default train)")
     add_eps(att)
     att.add_argument("--attacks", default="fgsm,pgd", metavar="LIST", help="comma-separated: fgsm, pgd (default both)")
-    att.add_argument("--max-inputs", type=integer(1, 10**9), metavar="N", help="attack a seeded sample of N inputs of the split")
+    att.add_argument("--max-inputs", type=integer(1, 10**9), metavar="N",
+                     help="attack a seeded sample of N inputs of the split")
     att.add_argument("--loss-mode", default="logits", help="logits (default) or keras_compat")
     att.add_argument("--batch-size", type=integer(1, 65536), default=256)
     att.add_argument("--name", help="name of the pool stored with --project "
@@ -78,6 +81,7 @@ def add_parsers(sub) -> None:
     fol.add_argument("--loss-mode", help="logits or keras_compat (default logits, or a stored pool's)")
     fol.add_argument("--max-inputs", type=integer(1, 10**9), metavar="N", help="score a seeded sample of N inputs")
     fol.add_argument("--batch-size", type=integer(1, 65536), default=256)
+    add_subset_options(fol)
     fol.add_argument("--out", metavar="CSV", type=output_file, help="write the per-input values to this CSV file")
     add_loading(fol)
     add_common(fol)
@@ -99,12 +103,16 @@ def add_parsers(sub) -> None:
                                      "inputs, with both FOL kinds")
     add_model_data(fz)
     fz.add_argument("--split", default="train", help="split the seeds are drawn from (default train)")
-    fz.add_argument("--seeds", type=integer(1, 10**7), default=1000, metavar="N", help="seed inputs drawn (default 1000)")
-    fz.add_argument("--time-budget", type=real(0, 7 * 86400, low_open=True), default=300.0, metavar="S", help="wall-clock seconds (default 300)")
-    fz.add_argument("--mutations", type=integer(1, 10**6), default=200, metavar="N", help="mutations per seed (default 200)")
+    fz.add_argument("--seeds", type=integer(1, 10**7), default=1000, metavar="N",
+                    help="seed inputs drawn (default 1000)")
+    fz.add_argument("--time-budget", type=real(0, 7 * 86400, low_open=True), default=300.0, metavar="S",
+                    help="wall-clock seconds (default 300)")
+    fz.add_argument("--mutations", type=integer(1, 10**6), default=200, metavar="N",
+                    help="mutations per seed (default 200)")
     fz.add_argument("--max-tests", type=integer(1, 10**9), metavar="N", help="stop after N tests")
     fz.add_argument("--lr", type=real(0, 10, low_open=True), default=0.1, help="mutation step size (default 0.1)")
-    fz.add_argument("--max-dist", type=real(0, 1, low_open=True), default=0.5, help="bound on ‖x − x0‖₂/‖x0‖₂ (default 0.5)")
+    fz.add_argument("--max-dist", type=real(0, 1, low_open=True), default=0.5,
+                    help="bound on ‖x − x0‖₂/‖x0‖₂ (default 0.5)")
     fz.add_argument("--project-linf", action="store_true", help="project every mutant onto the ε-ball around its seed")
     add_eps(fz)
     fz.add_argument("--compat", action="store_true", help="the original's recording rule and seed filter")
@@ -198,8 +206,11 @@ def _fol_source(args, dataset, project):
     key = dataset_key(dataset)
     if not args.testset:
         name = args.split or "test"
-        return {"kind": "split", "name": f"{key}:{name}", "split": dataset.split(name)}
-    test = resolve(project, args.testset, dataset, download=args.download)
+        if with_subset(args, name) == name:
+            return {"kind": "split", "name": f"{key}:{name}", "split": dataset.split(name)}
+        test = resolve(project, with_subset(args, name), dataset, download=args.download)
+        return {"kind": "testset", "name": test.name, "split": test}
+    test = resolve(project, with_subset(args, args.testset), dataset, download=args.download)
     how = project.artifacts()[test.source.artifact]["provenance"] if test.source.kind == "stored" else {}
     if "source_index" in test.columns and how.get("split"):
         if how.get("dataset") and how["dataset"] != key:

@@ -78,7 +78,8 @@ def add_parsers(sub) -> None:
     cv.add_argument("--strategy", metavar="S", help="select from each round's pool with this strategy (needs "
                                                     "--budget; default: every success)")
     cv.add_argument("--budget", metavar="B", help="a count or a percentage of each round's pool")
-    cv.add_argument("--pool-inputs", type=integer(1, 10**9), metavar="N", help="attack a seeded sample of N training inputs per round")
+    cv.add_argument("--pool-inputs", type=integer(1, 10**9), metavar="N",
+                    help="attack a seeded sample of N training inputs per round")
     cv.add_argument("--plateau-stop", action="store_true", help="stop when the mean FOL∞ stops changing")
     add_eps(cv)
     add_report(cv)
@@ -92,7 +93,8 @@ def add_parsers(sub) -> None:
     robot = protocols.add_parser("robot", help="RobOT: BE-ST and KM-ST against DeepGini and random selection")
     add_model_data(robot, data_default="fashion-mnist", model_default="lenet5-fashion")
     add_grid_options(robot, strategies="be-st,km-st,deepgini,random", budgets="1%,2%,4%")
-    robot.add_argument("--out", metavar="DIR", type=output_folder, help="folder for robot_experiment.csv/.md/.json/.png (default "
+    robot.add_argument("--out", metavar="DIR", type=output_folder,
+                       help="folder for robot_experiment.csv/.md/.json/.png (default "
                                                     "robot-experiment, or experiments/robot in --project)")
     robot.add_argument("--name", help="name of the run stored with --project")
     add_loading(robot)

@@ -30,7 +30,8 @@ def add_report(p) -> None:
 
 def add_grid_options(p, strategies: str | None, budgets: str | None) -> None:
     if strategies:
-        p.add_argument("--strategies", default=strategies, metavar="LIST", help=f"comma-separated (default {strategies})")
+        p.add_argument("--strategies", default=strategies, metavar="LIST",
+                       help=f"comma-separated (default {strategies})")
     else:
         p.add_argument("--strategy", required=True, metavar="LIST", help="strategy or comma-separated strategies: "
                                                                          "be-st, km-st, deepgini, random, mcp")
@@ -47,7 +48,8 @@ def add_grid_options(p, strategies: str | None, budgets: str | None) -> None:
     p.add_argument("--epochs", type=integer(1, 10_000), metavar="N", help="fine-tuning epochs (default: the preset's)")
     p.add_argument("--checkpoint", default="clean", help="clean (best epoch on a held-out part of the pool, default) "
                                                          "or paper (best epoch on fp_test: optimistic)")
-    p.add_argument("--pool-inputs", type=integer(1, 10**9), metavar="N", help="attack a seeded sample of N training inputs")
+    p.add_argument("--pool-inputs", type=integer(1, 10**9), metavar="N",
+                   help="attack a seeded sample of N training inputs")
     add_eps(p)
     add_report(p)
 

@@ -8,17 +8,19 @@ import sys
 from pathlib import Path
 
 from workbench.cli.arguments import integer, output_file, real, text
-from workbench.cli.common import add_common, emit, make_context, run_job
+from workbench.cli.common import add_common, add_subset_options, emit, make_context, run_job, with_subset
 
 
 def add_parsers(sub) -> None:
     train = sub.add_parser("train", help="train a zoo architecture on a dataset")
-    train.add_argument("--model", required=True, metavar="ARCH", type=text("architecture"), help="architecture name, e.g. lenet5")
+    train.add_argument("--model", required=True, metavar="ARCH", type=text("architecture"),
+                       help="architecture name, e.g. lenet5")
     train.add_argument("--data", required=True, metavar="NAME", help="dataset name or path")
     train.add_argument("--epochs", type=integer(1, 10_000), default=8)
     train.add_argument("--batch-size", type=integer(1, 65536), default=128)
     train.add_argument("--lr", type=real(0, 10, low_open=True), default=1e-3)
-    train.add_argument("--out", metavar="PATH", type=output_file, help="checkpoint to write (default: <arch>-<data>.pt, "
+    train.add_argument("--out", metavar="PATH", type=output_file,
+                       help="checkpoint to write (default: <arch>-<data>.pt, "
                                                      "inside --project/models when given)")
     train.add_argument("--name", help="model name recorded in the card (default: the file name)")
     train.add_argument("--download", action="store_true", help="let torchvision:<Name> datasets download")
@@ -28,6 +30,7 @@ def add_parsers(sub) -> None:
     ev.add_argument("--model", required=True, metavar="MODEL", type=text("model"), help="bundled model name or a path")
     ev.add_argument("--data", required=True, metavar="NAME", help="dataset name or path")
     ev.add_argument("--split", default="test")
+    add_subset_options(ev)
     ev.add_argument("--arch", help="architecture of a plain state_dict file")
     ev.add_argument("--download", action="store_true", help="let torchvision:<Name> datasets download")
     ev.add_argument("--trust-file", action="store_true",
@@ -85,12 +88,18 @@ def cmd_evaluate(args) -> int:
     project = Project.open_or_create(args.project, dataset.recipe.get("name", args.data)) if args.project else None
     if project:
         project.ensure_writable()
-    result, device = run_job(args, lambda ctx: evaluate(ctx, model, dataset, args.split))
-    if project:
+    split = args.split
+    if with_subset(args, split) != split:  # a subset of the split, by --first, --indices or --class
+        from workbench.core.testsets import resolve
+
+        split = resolve(project, with_subset(args, split), dataset, model=model, download=args.download)
+    result, device = run_job(args, lambda ctx: evaluate(ctx, model, dataset, split))
+    if project and isinstance(split, str):  # a whole split's evaluation is stored (a subset's is not)
         project.add_model(args.model)
         save_evaluation(project, model, dataset, args.split, result, device)
     confusion = result["confusion"]
-    lines = [f"{model.name} on {dataset.name} ({args.split}, {result['n']} images): "
+    where = split if isinstance(split, str) else split.name
+    lines = [f"{model.name} on {dataset.name} ({where}, {result['n']} images): "
              f"accuracy {result['accuracy'] * 100:.2f} %", "Per class:"]
     lines += [f"  {name:<14} {'—' if a is None else f'{a * 100:.1f} %'}"
               for name, a in result["per_class_accuracy"].items()]
