@@ -153,8 +153,10 @@ def isolated_plugins(monkeypatch):
     import sys
 
     from workbench.core import dataset_registry, models, plugins
+    from workbench.core.coverage import registry
 
     monkeypatch.setattr(models, "_ARCHITECTURES", dict(models._ARCHITECTURES))
+    monkeypatch.setattr(registry, "PLUGIN_CRITERIA", dict(registry.PLUGIN_CRITERIA))
     monkeypatch.setattr(dataset_registry, "_REGISTRY", dict(dataset_registry._REGISTRY))
     monkeypatch.setattr(plugins, "_REPORTS", [])
     monkeypatch.setattr(plugins, "REGISTRY", plugins.PluginRegistry())

@@ -65,3 +65,15 @@ def test_a_test_only_dataset_is_fitted_on_the_split_it_has_and_says_so(qtbot, se
     coverage = window.views["coverage"]
     qtbot.waitUntil(lambda: window.runner.is_idle() and "fitted on" in coverage.summary.text(), timeout=60000)
     assert "fitted on the 300 test images (the dataset has no training split)" in coverage.summary.text()
+
+
+def test_the_shortcuts_table_is_sorted_by_menu_from_a_to_z(qtbot, settled_window):
+    from workbench.gui.actions import ShortcutsDialog
+
+    from PySide6.QtWidgets import QTableWidget
+
+    dialog = ShortcutsDialog(settled_window)
+    qtbot.addWidget(dialog)
+    table = dialog.findChild(QTableWidget, "shortcutsTable")
+    menus = [table.item(r, 0).text() for r in range(table.rowCount())]
+    assert menus == sorted(menus)

@@ -66,7 +66,13 @@ class PluginRegistry:
                     lambda: register_dataset(DatasetEntry(name, title or name, load, check, install)))
 
     def add_criterion(self, name: str, factory, override: bool = False) -> None:
-        self._stage("criterion", name, override, lambda: self.extensions["criterion"].__setitem__(name, factory))
+        from workbench.core.coverage.registry import add_plugin_criterion
+
+        def apply() -> None:
+            self.extensions["criterion"][name] = factory
+            add_plugin_criterion(name, factory)
+
+        self._stage("criterion", name, override, apply)
 
     def add_generator(self, name: str, factory, override: bool = False) -> None:
         self._stage("generator", name, override, lambda: self.extensions["generator"].__setitem__(name, factory))
@@ -106,9 +112,9 @@ def _taken(kind: str, name: str) -> bool:
     if kind == "dataset":
         return any(name == e.name for e in dataset_entries())
     if kind == "criterion":
-        from workbench.core.coverage.registry import BUILTIN
+        from workbench.core.coverage.registry import BUILTIN, PLUGIN_CRITERIA
 
-        return name.lower() in BUILTIN or name in REGISTRY.extensions["criterion"]
+        return name.lower() in BUILTIN or name in PLUGIN_CRITERIA
     return name in REGISTRY.extensions.get(kind, {})
 
 

@@ -78,10 +78,15 @@ def criterion_groups(names) -> list[tuple[str, ...]]:
     return [tuple(g) for g in groups.values()]
 
 
-def _plugin_criteria() -> dict[str, Callable[..., Criterion]]:
-    from workbench.core import plugins
+PLUGIN_CRITERIA: dict[str, Callable[..., Criterion]] = {}  # what plugins added (`core.plugins` fills it)
 
-    return dict(plugins.REGISTRY.extensions.get("criterion", {}))
+
+def add_plugin_criterion(name: str, factory: Callable[..., Criterion]) -> None:
+    PLUGIN_CRITERIA[name] = factory
+
+
+def _plugin_criteria() -> dict[str, Callable[..., Criterion]]:
+    return dict(PLUGIN_CRITERIA)
 
 
 def criterion_factories() -> dict[str, Callable[..., Criterion]]:

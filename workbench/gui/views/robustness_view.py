@@ -439,7 +439,8 @@ class RobustnessView(QWidget):
                 curves.set_reference(metric, 100 * baseline[field], "original")
         optimistic = any(r.get("optimistic") for r in self.rows)
         mode = " (paper mode: optimistic)" if optimistic else ""
-        self.retrain.status.setText(note or f"{len(self.rows)} runs{mode}")
+        count = len(self.rows)
+        self.retrain.status.setText(note or f"{count} run{'s' * (count != 1)}{mode}")
 
     # --- convergence ---------------------------------------------------------------------------------
 
