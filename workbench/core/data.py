@@ -119,7 +119,7 @@ def as_labels(labels: np.ndarray, num_classes: int | None = None, what: str = "l
     if labels.ndim != 1:
         raise WorkbenchError(f"{what} have shape {shape_text(labels.shape)}; expected (N,) or one-hot (N, K).",
                              "Store one integer class index per image.")
-    if labels.size and labels.dtype.kind not in "biuf":
+    if labels.dtype.kind not in "biuf":  # an empty array of text is no labels either
         raise WorkbenchError(f"{what} have dtype {labels.dtype}; expected integer class indices.",
                              "Store class indices 0, 1, 2, … and put the names in class_names.")
     if labels.size and labels.dtype.kind == "f":
