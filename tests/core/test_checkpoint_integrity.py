@@ -70,3 +70,19 @@ def test_the_bundled_weights_are_checked_against_their_cards(tmp_path):
     _flip_inside_weights(copy, model.module.state_dict()["fc1.weight"])
     with pytest.raises(WorkbenchError, match="damaged"):
         load_model(copy)
+
+
+def test_safetensors_weights_are_checked_against_a_card_in_the_modules_order(tmp_path, digits_model):
+    from safetensors.torch import save_file
+
+    from workbench.core.model_io import weights_digest
+
+    state = digits_model.module.state_dict()
+    save_file(state, str(tmp_path / "w.safetensors"))
+    card = {"arch": "digits-net", "input_shape": [1, 8, 8], "weights_sha256": weights_digest(state)}
+    (tmp_path / "w.json").write_text(json.dumps(card))
+    assert load_model(tmp_path / "w.safetensors").fingerprint() == digits_model.fingerprint()
+    card["weights_sha256"] = "0" * 64
+    (tmp_path / "w.json").write_text(json.dumps(card))
+    with pytest.raises(WorkbenchError, match="damaged"):
+        load_model(tmp_path / "w.safetensors")

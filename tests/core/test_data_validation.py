@@ -140,3 +140,16 @@ def test_an_npz_that_cannot_be_read_says_so(tmp_path):
             load_path(path)
     finally:
         path.chmod(0o644)
+
+
+def test_an_idx_header_whose_size_overflows_is_refused_before_reading(tmp_path):
+    folder = idx_folder(tmp_path, PIXELS.astype(np.uint8), np.zeros(5, np.uint8))
+    huge = bytes([0, 0, 0x08, 4]) + struct.pack(">4I", 2**32 - 1, 2**32 - 1, 2**32 - 1, 2**32 - 1)
+    (folder / "t10k-images-idx3-ubyte").write_bytes(huge + b"\x00" * 64)
+    with pytest.raises(WorkbenchError, match="promises"):
+        load_path(folder)
+
+
+def test_labels_with_no_class_per_image_are_refused():
+    with pytest.raises(WorkbenchError, match="no class per image"):
+        as_labels(np.zeros((4, 0)))

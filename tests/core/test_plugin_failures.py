@@ -105,7 +105,7 @@ def test_a_built_in_name_is_protected_unless_the_plugin_overrides_it(load):
     reports = load(shadows=SHADOWS, overrides=OVERRIDES)
     assert not reports["shadows"].ok and "exists already" in reports["shadows"].error
     assert get_architecture("lenet5").build(10) is not None  # the built-in still builds
-    assert reports["overrides"].ok and reports["overrides"].added == ["architecture digits-net (replacing the built-in)"]
+    assert reports["overrides"].ok and reports["overrides"].added == ["architecture digits-net (replacing the existing one)"]
 
 
 def test_plugin_prints_never_reach_stdout(load, capsys):

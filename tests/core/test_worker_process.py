@@ -158,3 +158,34 @@ def test_coverage_in_the_worker_equals_coverage_on_the_thread(worker, digits, di
     # on a KMNC section boundary may fall on the other side (a cell or two of 58,000).
     kmnc, reference = remote.results["kmnc"].value, inline.results["kmnc"].value
     assert kmnc.total == reference.total and abs(kmnc.covered - reference.covered) <= 3
+
+
+def test_a_job_the_child_cannot_rebuild_runs_on_the_calling_thread(worker):
+    """A function of a module only this process has (made at run time, like a plugin the child could
+    not load) pickles here but not there: the job runs here, and the child serves the next one."""
+    import sys
+    import types
+
+    module = types.ModuleType("only_in_this_process")
+    exec("def triple(ctx, x):\n    return 3 * x\n", module.__dict__)
+    sys.modules[module.__name__] = module
+    try:
+        assert worker.run(_context(), module.triple, (14,)) == 42
+        assert worker.last_placement.startswith(IN_THREAD) and "cannot rebuild" in worker.last_placement
+        assert worker.run(_context(), worker_jobs.count, (2,))[0] == 2 and worker.last_placement == IN_WORKER
+    finally:
+        del sys.modules[module.__name__]
+
+
+def test_closing_does_not_wait_for_a_job_that_will_not_end(tmp_path):
+    executor = ProcessExecutor(threads=1)
+    ctx = _context()
+    thread = threading.Thread(target=lambda: pytest.raises(Exception, executor.run, ctx, worker_jobs.count,
+                                                             (10**9,), {"pause": 0.01}))
+    thread.start()
+    time.sleep(3.0)  # the child has started and runs the endless job
+    started = time.monotonic()
+    executor.close(timeout=0.5)
+    assert time.monotonic() - started < 3.0
+    thread.join(10)
+    assert not thread.is_alive()

@@ -75,7 +75,7 @@ def output_file(value: str) -> str:
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{path} is a folder; give a file name")
     _writable_place(path)
-    return value
+    return str(path)
 
 
 def output_folder(value: str) -> str:
@@ -84,4 +84,4 @@ def output_folder(value: str) -> str:
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"{path} is a file, not a folder")
     _writable_place(path / "x")
-    return value
+    return str(path)

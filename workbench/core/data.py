@@ -112,6 +112,9 @@ def as_labels(labels: np.ndarray, num_classes: int | None = None, what: str = "l
     if labels.ndim == 2 and labels.shape[1] == 1:
         labels = labels[:, 0]
     elif labels.ndim == 2:
+        if labels.shape[1] == 0:
+            raise WorkbenchError(f"{what} have shape {shape_text(labels.shape)}: no class per image.",
+                                 "Store one integer class index per image.")
         if labels.size and not (np.isin(labels, (0, 1)).all() and (labels.sum(axis=1) == 1).all()):
             raise WorkbenchError(f"{what} have shape {shape_text(labels.shape)} but are not one-hot rows.",
                                  "Store one integer class index per image, or rows with a single 1.")

@@ -8,6 +8,7 @@ header says, or whose gzip data is damaged is refused before anything is built f
 from __future__ import annotations
 
 import gzip
+import math
 import os
 import struct
 import zlib
@@ -49,7 +50,7 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
                 raise WorkbenchError(f"{path}: the IDX header gives {rank} dimensions; images have 3, labels 1.",
                                      "The file is damaged; fetch it again.")
             shape = struct.unpack(f">{rank}I", _read_exactly(stream, 4 * rank, path))
-            expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            expected = math.prod(shape) * dtype.itemsize  # exact: numpy's product would overflow
             if expected > MAX_IDX_BYTES:
                 raise WorkbenchError(f"{path}: the IDX header promises {shape_text(shape)}, {expected:,} bytes.",
                                      "The file is damaged; fetch it again.")

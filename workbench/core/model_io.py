@@ -350,10 +350,11 @@ def load_model(spec: str | os.PathLike, arch: str | None = None, trust: bool = F
             from safetensors.torch import load_file
 
             state = load_file(str(path))
-            check_weights(path, state, meta.get("weights_sha256"))
             if not arch:
                 arch, meta = infer_architecture(path, state), {**meta, "arch_inferred": True}
             module, arch_obj = _build(arch, state)
+            # safetensors keeps its keys sorted: the recorded hash is over the module's own order
+            check_weights(path, module.state_dict(), meta.get("weights_sha256"))
         else:
             obj = _torch_load(path, trust)
             if isinstance(obj, nn.Module):

@@ -52,9 +52,12 @@ class PluginRegistry:
         self._plugin = ""
 
     def add_architecture(self, name: str, build, input_shape, description: str = "", override: bool = False) -> None:
+        shape = tuple(input_shape)  # checked now, inside the plugin's register: a bad one fails the plugin
+        if len(shape) != 3 or not all(isinstance(d, int) and d > 0 for d in shape):
+            raise ValueError(f"the architecture {name!r} needs input_shape (C, H, W), not {input_shape!r}")
         guarded = _guarded(build, self._plugin, f"architecture {name!r}", "build(num_classes)", "a torch module")
-        self._stage("architecture", name, override, lambda: register_architecture(
-            Architecture(name, guarded, tuple(input_shape), description)))
+        architecture = Architecture(name, guarded, shape, str(description))
+        self._stage("architecture", name, override, lambda: register_architecture(architecture))
 
     def add_dataset(self, name: str, load, title: str = "", missing=None, install: str = "",
                     override: bool = False) -> None:
@@ -67,6 +70,8 @@ class PluginRegistry:
 
     def add_criterion(self, name: str, factory, override: bool = False) -> None:
         from workbench.core.coverage.registry import add_plugin_criterion
+
+        name = str(name).lower()  # criteria are asked for by lower-case name, as the built-ins are
 
         def apply() -> None:
             self.extensions["criterion"][name] = factory
@@ -86,21 +91,24 @@ class PluginRegistry:
         if loading is None:  # not from a plugin being loaded (a test, a script): added at once
             apply()
         elif not loading.abandoned:  # an abandoned plugin's late additions are dropped
-            loading.pending.append((kind, name, override, apply))
+            if any(k == kind and n == name for k, n, _, _ in loading.pending):
+                raise ValueError(f"the plugin adds the {kind} {name!r} twice")
+            replaces = override and _taken(kind, name)
+            loading.pending.append((kind, name, replaces, apply))
 
 
 @dataclass
 class _Loading:
     """One plugin's load: what it added so far, and whether it was given up on (too slow)."""
 
-    pending: list = field(default_factory=list)  # (kind, name, override, apply)
+    pending: list = field(default_factory=list)  # (kind, name, whether it replaces one, apply)
     abandoned: bool = False
 
     def commit(self) -> list[str]:
         for _, _, _, apply in self.pending:
             apply()
-        return [f"{kind} {name}" + (" (replacing the built-in)" if override else "")
-                for kind, name, override, _ in self.pending]
+        return [f"{kind} {name}" + (" (replacing the existing one)" if replaces else "")
+                for kind, name, replaces, _ in self.pending]
 
 
 def _taken(kind: str, name: str) -> bool:
@@ -210,8 +218,10 @@ def _register(name: str, origin: str, load) -> None:
     loading = _Loading()
     worker = threading.Thread(target=run, name=f"plugin {name}", daemon=True)
     worker.plugin_load = loading  # what `PluginRegistry._stage` adds to, from this thread only
+    stdout = sys.stdout
     worker.start()
     worker.join(PLUGIN_TIMEOUT_S)
+    sys.stdout = stdout  # an abandoned plugin never leaves its redirection: stdout is the caller's again
     if "error" not in outcome:  # still running: whatever it registers later is never added
         loading.abandoned = True
         _REPORTS.append(PluginReport(name, origin, False, f"it did not finish loading within {PLUGIN_TIMEOUT_S:g} s"))
@@ -224,7 +234,12 @@ def _register(name: str, origin: str, load) -> None:
         where = f" ({Path(last.filename).name}, line {last.lineno})" if last else ""
         _REPORTS.append(PluginReport(name, origin, False, f"{type(exc).__name__}: {exc}{where}"))
         return
-    _REPORTS.append(PluginReport(name, origin, True, added=loading.commit()))
+    try:
+        added = loading.commit()
+    except Exception as exc:  # built and checked while staging, so this is a registry's own refusal
+        _REPORTS.append(PluginReport(name, origin, False, f"{type(exc).__name__}: {exc}"))
+        return
+    _REPORTS.append(PluginReport(name, origin, True, added=added))
 
 
 def load_plugins(force: bool = False) -> list[PluginReport]:

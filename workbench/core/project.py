@@ -156,6 +156,9 @@ def _entry_problem(section: str, entry) -> str:
 
 def _set_aside(settings: dict) -> None:
     aside = settings.get(UNREADABLE, {})
+    for section, kind in (("artifacts", dict), ("datasets", list), ("models", list), ("testsets", list)):
+        if section in aside and not isinstance(aside[section], kind):  # an edited file: keep it, aside
+            aside[f"{section} (as found)"] = aside.pop(section)
     for name, entry in list(settings["artifacts"].items()):
         if _entry_problem("artifacts", entry):
             aside.setdefault("artifacts", {})[name] = settings["artifacts"].pop(name)

@@ -187,7 +187,12 @@ class _DiskFullGuard:
             return None
 
     def write(self, data) -> int:
-        self._guarded(self.file.write, data)
+        view = memoryview(data).cast("B")
+        while len(view) and self.full is None:  # an unbuffered file may take a write in parts
+            written = self._guarded(self.file.write, view)
+            if not written:
+                break
+            view = view[written:]
         return len(data)
 
     def truncate(self, size=None):
@@ -198,13 +203,14 @@ class _DiskFullGuard:
         self._guarded(self.file.flush)
 
     def read(self, size=-1):
-        return self.file.read(size)
+        return self._guarded(self.file.read, size) or b""
 
     def readinto(self, buffer):
-        return self.file.readinto(buffer)
+        return self._guarded(self.file.readinto, buffer) or 0
 
     def seek(self, offset, whence=0):
-        return self.file.seek(offset, whence)
+        result = self._guarded(self.file.seek, offset, whence)
+        return self.file.tell() if result is None else result
 
     def tell(self):
         return self.file.tell()
@@ -217,35 +223,44 @@ def write_artifact_file(path: Path, kind: str, arrays: dict[str, np.ndarray], ho
     into place but never indexed can be indexed again under its own name. A full disk raises
     `OSError(ENOSPC)` once the file is closed (the caller removes it).
     """
-    import h5py
-
-    with open(path, "w+b") as raw:
+    # Unbuffered: with a buffer, a failed write would surface later, in a seek or a read.
+    with open(path, "w+b", buffering=0) as raw:
         guard = _DiskFullGuard(raw)
-        with h5py.File(guard, "w") as f:
-            f.attrs["workbench_artifact"] = ARTIFACT_VERSION
-            f.attrs["kind"] = kind
-            f.attrs["provenance"] = json.dumps(how, default=_json_default)
-            if name:
-                f.attrs["name"] = name
-            for key, array in arrays.items():
-                array = np.asarray(array)
-                if array.dtype.kind == "U":
-                    array = array.astype(h5py.string_dtype())
-                if array.ndim == 0 or array.nbytes <= BLOCK_BYTES:
-                    f.create_dataset(key, data=array, compression="gzip" if array.size > 4096 else None)
-                    continue
-                # h5py holds the GIL for a whole write: in row blocks, a UI thread waits one block, not the array
-                rows = max(1, BLOCK_BYTES // max(1, array[0].nbytes))
-                dataset = f.create_dataset(key, shape=array.shape, dtype=array.dtype, compression="gzip",
-                                           chunks=(min(rows, len(array)), *array.shape[1:]))
-                for start in range(0, len(array), rows):
-                    dataset[start:start + rows] = array[start:start + rows]
-                    if guard.full is not None:
-                        break
-                if guard.full is not None:
-                    break
+        try:
+            _write_hdf5(guard, kind, arrays, how, name)
+        except Exception:
+            if guard.full is None:
+                raise  # HDF5's own failure; a full disk is said below, whatever HDF5 made of it
     if guard.full is not None:
         raise OSError(errno.ENOSPC, f"No space left while writing {path.name}: {guard.full}")
+
+
+def _write_hdf5(guard, kind: str, arrays: dict[str, np.ndarray], how: dict, name: str) -> None:
+    import h5py
+
+    with h5py.File(guard, "w") as f:
+        f.attrs["workbench_artifact"] = ARTIFACT_VERSION
+        f.attrs["kind"] = kind
+        f.attrs["provenance"] = json.dumps(how, default=_json_default)
+        if name:
+            f.attrs["name"] = name
+        for key, array in arrays.items():
+            array = np.asarray(array)
+            if array.dtype.kind == "U":
+                array = array.astype(h5py.string_dtype())
+            if array.ndim == 0 or array.nbytes <= BLOCK_BYTES:
+                f.create_dataset(key, data=array, compression="gzip" if array.size > 4096 else None)
+                continue
+            # h5py holds the GIL for a whole write: in row blocks, a UI thread waits one block, not the array
+            rows = max(1, BLOCK_BYTES // max(1, array[0].nbytes))
+            dataset = f.create_dataset(key, shape=array.shape, dtype=array.dtype, compression="gzip",
+                                       chunks=(min(rows, len(array)), *array.shape[1:]))
+            for start in range(0, len(array), rows):
+                dataset[start:start + rows] = array[start:start + rows]
+                if guard.full is not None:
+                    break
+            if guard.full is not None:
+                break
 
 
 def flush_to_disk(path: str | os.PathLike) -> None:

@@ -60,8 +60,9 @@ def _shared_types() -> tuple[type, ...]:
 class _Pickler(pickle.Pickler):
     """Pickles a job, replacing each shared object by a token (`share` sends it first when it is new).
 
-    Large arrays travel out of band (pickle protocol 5): their memory is written to the pipe as it is,
-    with the interpreter lock released, instead of being copied into the pickle while holding it.
+    Large numpy arrays travel out of band (pickle protocol 5): their memory is written to the pipe as
+    it is, with the interpreter lock released, instead of being copied into the pickle while holding it.
+    (Torch tensors, a model's weights, pickle in band; the receiver holds each buffer twice while reading it.)
     """
 
     def __init__(self, file, share: Callable[[Any], Any], root: Any = None, buffers: list | None = None):
@@ -165,8 +166,15 @@ class ProcessExecutor:
         self._forgotten.clear()
 
     def close(self, timeout: float = STOP_TIMEOUT_S) -> None:
-        """Stop the child: asked first, then terminated if it does not leave within `timeout` seconds."""
-        with self._lock:
+        """Stop the child: asked first, then terminated if it does not leave within `timeout` seconds.
+        A job still running after `timeout` is not waited for: its child is terminated (the waiting
+        thread then sees the pipe close)."""
+        if not self._lock.acquire(timeout=timeout):
+            process = self._process
+            if process is not None and process.is_alive():
+                process.terminate()
+            return
+        try:
             if self._process is None:
                 return
             try:
@@ -178,6 +186,8 @@ class ProcessExecutor:
                 self._process.terminate()
                 self._process.join(timeout)
             self._reset()
+        finally:
+            self._lock.release()
 
     # --- sharing -----------------------------------------------------------------------------------
 
@@ -212,7 +222,10 @@ class ProcessExecutor:
         with self._lock:
             self._ensure_started()
             while self._forgotten:
-                self._send(("forget", self._forgotten.pop()))
+                token = self._forgotten.pop()
+                self._objects.pop(token, None)
+                self._tokens = {key: known for key, known in self._tokens.items() if known[0] != token}
+                self._send(("forget", token))
             folder = None if project is None else str(project.folder)
             try:
                 call = _dumps((fn, args, kwargs, ctx.device_name, folder, reuse), self._share)
@@ -230,6 +243,10 @@ class ProcessExecutor:
                 return self._wait(ctx, project, on_commit, on_device)
             except _JobFailed as failed:
                 raise failed.error from None
+            except _Unsendable as unsendable:
+                self.last_placement = f"{IN_THREAD} (the worker process cannot rebuild its inputs: {unsendable})"
+        return self._inline.run(ctx, fn, args, kwargs, project=project, reuse=reuse, on_commit=on_commit,
+                                on_device=on_device)
 
     def _send(self, message) -> None:
         try:
@@ -240,6 +257,9 @@ class ProcessExecutor:
     def _died(self) -> WorkbenchError:
         process = self._process
         process.join(1.0)
+        if process.is_alive():  # the pipe broke but the child lives on: it serves nobody now
+            process.terminate()
+            process.join(STOP_TIMEOUT_S)
         code = process.exitcode
         self._reset()
         how = f"with exit code {code}" if code is not None and code >= 0 else \
@@ -253,9 +273,9 @@ class ProcessExecutor:
         stops the child, so the next job never reads this one's leftover messages."""
         try:
             return self._follow(ctx, project, on_commit, on_device)
-        except (Cancelled, _JobFailed):
+        except (_ChildCancelled, _JobFailed, _Unsendable):  # the job's last message: the child is free
             raise
-        except BaseException:
+        except BaseException:  # anything else here leaves the child mid-job: stop it
             self._abandon()
             raise
 
@@ -290,15 +310,25 @@ class ProcessExecutor:
             elif kind == "done":
                 return _loads(message[1], self._own, _receive_buffers(conn, message[2]))
             elif kind == "cancelled":
-                raise Cancelled()
+                raise _ChildCancelled()
             elif kind == "failed":
                 raise _JobFailed(_failure(message[1], message[2]))
+            elif kind == "unsendable":
+                raise _Unsendable(message[1])
 
     def _abandon(self) -> None:
         if self._process is not None:
             self._process.terminate()
             self._process.join(STOP_TIMEOUT_S)
         self._reset()
+
+
+class _ChildCancelled(Cancelled):
+    """The child's report that its job stopped on the cancel event."""
+
+
+class _Unsendable(Exception):
+    """The child's report that it could not rebuild the job (a function it cannot import)."""
 
 
 class _JobFailed(Exception):
@@ -357,14 +387,24 @@ def serve(conn, cancel, threads: int | None) -> None:
         if kind == "stop":
             return
         if kind == "store":
-            obj = _loads(message[2], lookup, _receive_buffers(conn, message[3]))
+            buffers = _receive_buffers(conn, message[3])
+            try:
+                obj = _loads(message[2], lookup, buffers)
+            except Exception:  # a class this process cannot import: the job that needs it is told
+                continue
             store[message[1]], tokens[id(obj)] = obj, message[1]
         elif kind == "forget":
             obj = store.pop(message[1], None)
             if obj is not None:
                 tokens.pop(id(obj), None)
         elif kind == "run":
-            _run_one(conn, cancel, _loads(message[1], lookup, _receive_buffers(conn, message[2])), back)
+            buffers = _receive_buffers(conn, message[2])
+            try:
+                call = _loads(message[1], lookup, buffers)
+            except Exception as exc:  # a function or object this process cannot rebuild: run it there
+                conn.send(("unsendable", f"{type(exc).__name__}: {exc}"))
+                continue
+            _run_one(conn, cancel, call, back)
 
 
 class _BackPickler(pickle.Pickler):

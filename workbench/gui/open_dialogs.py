@@ -82,10 +82,21 @@ class OpenModelDialog(QDialog):
         self.error.hide()
         self._update()
         job = self._load(self.choices())
-        job.finished.connect(lambda _result: super(OpenModelDialog, self).accept())
+        job.finished.connect(lambda _result: self._loaded())
         job.failed.connect(self._failed)
+        job.cancelled.connect(lambda: self._failed(Exception("The loading was cancelled.")))
+
+    def reject(self) -> None:
+        self._load_cancelled = True  # a load still running ends without touching the closed dialog
+        super().reject()
+
+    def _loaded(self) -> None:
+        if not getattr(self, "_load_cancelled", False):
+            super().accept()
 
     def _failed(self, exc: BaseException) -> None:
+        if getattr(self, "_load_cancelled", False):
+            return
         self._loading = False
         message, hint = getattr(exc, "message", str(exc)), getattr(exc, "hint", "")
         self.error.setText(f"<b>{message}</b>" + (f"<br>{hint}" if hint else ""))

@@ -245,6 +245,7 @@ class RobustnessView(QWidget):
                             portable=True)
         job.finished.connect(lambda seconds, key=key: self._on_estimated(key, seconds))
         job.failed.connect(lambda exc, key=key: self._on_estimated(key, None))
+        job.cancelled.connect(lambda key=key: self._on_estimated(key, None))  # offered, with no estimate
 
     def _on_estimated(self, key: tuple, seconds: float | None) -> None:
         """Start a quick set-up; offer a long one (or one of unknown length) as a button with its time."""
