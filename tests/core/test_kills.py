@@ -13,7 +13,6 @@ import textwrap
 import time
 
 import numpy as np
-import pytest
 
 from workbench.core.project import Project
 
