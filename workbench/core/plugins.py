@@ -25,7 +25,7 @@ from workbench.core.models import Architecture, register_architecture
 from workbench.core.resources import source_plugins_dir
 
 ENTRY_POINT_GROUP = "workbench.plugins"
-PLUGIN_TIMEOUT_S = 10.0  # a plugin still importing after this long is skipped
+PLUGIN_TIMEOUT_S = 30.0  # a plugin still importing after this long is skipped (PyTorch alone can take 10 s cold)
 
 
 @dataclass
