@@ -133,3 +133,15 @@ def test_a_bare_state_dict_that_fits_no_architecture_or_several_says_so(tmp_path
     with pytest.raises(WorkbenchError, match="fit 2 architectures: digits-net, digits-twin") as caught:
         load_model(tmp_path / "twin.pt")
     assert "--arch" in caught.value.hint
+
+
+def test_nan_pixels_are_blamed_on_the_input_not_the_model(digits_model, digits):
+    import numpy as np
+
+    from workbench.core.data import Split
+    from workbench.core.training import predict
+
+    images = digits.split("test").numpy(np.arange(20))
+    images[7, 0, 3, 3] = np.nan  # a stored test set that slipped past the loaders' checks
+    with pytest.raises(WorkbenchError, match="image 7 has NaN or infinite pixels"):
+        predict(JobContext("cpu"), digits_model, Split(images, np.zeros(20, np.int64)), what="the test set")

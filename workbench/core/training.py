@@ -184,6 +184,10 @@ def predict(ctx: JobContext, model: LoadedModel, data, batch_size: int = 1000, w
             bad = ~torch.isfinite(logits).all(dim=1)
             if bad.any():
                 first = start + int(bad.nonzero()[0])
+                unclean = ~torch.isfinite(x.flatten(1)).all(dim=1)
+                if unclean[first - start]:  # the input is at fault, not the model
+                    raise WorkbenchError(f"{what} image {first} has NaN or infinite pixels.",
+                                         "Clean or re-export the test set; images must lie in [0, 1].")
                 raise WorkbenchError(f"Model {model.name!r} returned NaN or infinite scores (first at "
                                      f"{what} image {first}).", "The model's weights are damaged or "
                                      "it expects other input scaling; check how it was trained.")
