@@ -229,10 +229,7 @@ def infer_architecture(path: Path, state: dict) -> str:
     fitting = []
     for arch in architectures():
         try:
-            own = arch.build(10).state_dict()
-            last = [k for k, v in own.items() if v.dim() >= 1][-1]
-            classes = int(state[last].shape[0]) if last in state and state[last].dim() else 10
-            if not _state_dict_diff(arch.build(classes), state):
+            if not _state_dict_diff(arch.build(_weights_classes(arch, state) or 10), state):
                 fitting.append(arch.name)
         except Exception:  # an architecture that cannot be built here (a broken plugin's) fits nothing
             continue
@@ -248,20 +245,25 @@ def infer_architecture(path: Path, state: dict) -> str:
                          f"Known: {names}.")
 
 
+def _weights_classes(arch, state: dict) -> int | None:
+    """The class count `state` gives `arch`: the length of the architecture's last weight in the
+    state (None when the state lacks it)."""
+    last = [k for k, v in arch.build(10).state_dict().items() if v.dim() >= 1][-1]
+    weight = state.get(last)
+    return int(weight.shape[0]) if hasattr(weight, "shape") and weight.dim() else None
+
+
 def _build(arch_name: str, state: dict, num_classes: int | None = None):
     arch = get_architecture(arch_name)
-    if num_classes is None:  # the class count is the length of the architecture's last weight
-        last = [k for k, v in arch.build(10).state_dict().items() if v.dim() >= 1][-1]
-        num_classes = int(state[last].shape[0]) if hasattr(state.get(last), "shape") and state[last].dim() else 10
+    from_weights = _weights_classes(arch, state)
+    num_classes = num_classes or from_weights or 10
     module = arch.build(num_classes)
     diff = _state_dict_diff(module, state)
     if diff:
-        last = [k for k, v in module.state_dict().items() if v.dim() >= 1][-1]
-        outputs = state.get(last)
-        if (hasattr(outputs, "shape") and outputs.dim() and int(outputs.shape[0]) != num_classes
-                and not _state_dict_diff(arch.build(int(outputs.shape[0])), state)):
+        if (from_weights is not None and from_weights != num_classes
+                and not _state_dict_diff(arch.build(from_weights), state)):
             raise WorkbenchError(f"The checkpoint names {num_classes} classes, but its weights have "
-                                 f"{int(outputs.shape[0])} outputs.", "Fix the class_names recorded with it (in "
+                                 f"{from_weights} outputs.", "Fix the class_names recorded with it (in "
                                  "the checkpoint's info or its descriptor); the weights fit the architecture.")
         raise WorkbenchError(f"The weights do not fit architecture {arch_name!r}.",
                              "Choose the architecture the weights were trained with.", details=diff)

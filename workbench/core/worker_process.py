@@ -128,7 +128,7 @@ class ProcessExecutor:
         self._cancel = None
         self._tokens: dict[int, tuple[int, weakref.ref]] = {}  # id(obj) → (token, ref)
         self._objects: dict[int, weakref.ref] = {}  # token → ref, to map the child's references back
-        self._forgotten: list[int] = []  # tokens whose objects died; the child is told before the next job
+        self._forgotten: list[tuple[int, int]] = []  # (token, id) of objects that died; told before the next job
         self._next_token = 1
         self._lock = threading.Lock()  # one job at a time
         self._inline = InlineExecutor()
@@ -201,7 +201,7 @@ class ProcessExecutor:
         self.sent_objects += 1
         self._tokens[id(obj)] = (token, weakref.ref(obj))
         self._objects[token] = weakref.ref(obj)
-        weakref.finalize(obj, self._forgotten.append, token)
+        weakref.finalize(obj, self._forgotten.append, (token, id(obj)))
         return token
 
     def _own(self, token: int):
@@ -222,9 +222,10 @@ class ProcessExecutor:
         with self._lock:
             self._ensure_started()
             while self._forgotten:
-                token = self._forgotten.pop()
+                token, key = self._forgotten.pop()
                 self._objects.pop(token, None)
-                self._tokens = {key: known for key, known in self._tokens.items() if known[0] != token}
+                if self._tokens.get(key, (None,))[0] == token:  # the id may name a newer object already
+                    del self._tokens[key]
                 self._send(("forget", token))
             folder = None if project is None else str(project.folder)
             try:
