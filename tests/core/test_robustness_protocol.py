@@ -273,6 +273,33 @@ def test_reduced_robot_experiment(digits_model, digits):
     assert mean("20%") > mean("5%")
 
 
+def test_a_grid_keeps_the_runs_of_an_earlier_comparison_with_its_protocol(digits_model, digits):
+    """Adding a strategy runs only its runs; another protocol (epochs, checkpointing, pool) reuses none."""
+    import json
+    from dataclasses import replace
+
+    from workbench.core.robustness.experiment import missing_runs, prepare, reusable_rows, robot_experiment
+
+    ctx = JobContext("cpu")
+    setup = prepare(ctx, digits_model, digits, EPS, pool_inputs=300, report_subset=50)
+    first = robot_experiment(ctx, digits_model, digits, EPS, strategies=("random",), budgets=("10%",), seeds=(0,),
+                             epochs=1, setup=setup)
+    stored = json.loads(json.dumps({"rows": first.rows, "params": first.params, "setup": first.setup}))
+    done = reusable_rows(stored, setup, epochs=1)
+    assert done == stored["rows"] and missing_runs(done, ("random", "be-st"), ("10%",), (0,)) == 1
+    assert reusable_rows(stored, setup, epochs=2) == []
+    assert reusable_rows(stored, replace(setup, checkpoint_mode="paper"), epochs=1) == []
+    other_pool = prepare(ctx, digits_model, digits, EPS, pool_inputs=200, report_subset=50)
+    assert reusable_rows(stored, other_pool, epochs=1) == []
+    partial = []
+    second = robot_experiment(JobContext("cpu", on_partial=partial.append), digits_model, digits, EPS,
+                              strategies=("random", "be-st"), budgets=("10%",), seeds=(0,), epochs=1, setup=setup,
+                              done=done)
+    assert [r["strategy"] for r in partial] == ["be-st"]  # the random run was not run again
+    assert second.rows[0] == done[0] and [r["strategy"] for r in second.rows] == ["random", "be-st"]
+    assert second.params["strategies"] == ["random", "be-st"]
+
+
 def test_experiment_refuses_bad_settings_before_attacking(digits_model, digits):
     from workbench.core.robustness.experiment import robot_experiment
 

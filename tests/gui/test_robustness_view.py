@@ -99,6 +99,33 @@ def check_quick_comparison_is_drawn_and_stored(qtbot, window, open_window):
     qtbot.waitUntil(lambda: other.base is not None and idle(again), timeout=60000)
     assert other.base.reused and len(other.rows) == 8 and "retrain" not in other.jobs
     assert other.retrain.curves.strategies() == ["BE-ST", "KM-ST", "DeepGini", "random"]
+    return again
+
+
+def check_adding_a_strategy_runs_only_its_runs(qtbot, window):
+    """The stored comparison's runs are kept: the quick grid again runs nothing, one more strategy runs only
+    its own runs, and a cancelled retraining shows the comparison from before."""
+    view = window.views["robustness"]
+    panel, curves = view.retrain, view.retrain.curves
+    before = list(view.rows)
+    qtbot.mouseClick(panel.quick_button, Qt.MouseButton.LeftButton)
+    assert "retrain" not in view.jobs and "shown already" in panel.status.text()
+    panel.strategy_actions["mcp"].setChecked(True)  # the panel's grid is the quick one, plus MCP
+    qtbot.mouseClick(panel.button, Qt.MouseButton.LeftButton)
+    assert "retrain" in view.jobs and curves.strategies() == ["BE-ST", "KM-ST", "DeepGini", "random"]
+    qtbot.waitUntil(lambda: "retrain" not in view.jobs and idle(window), timeout=RETRAIN_TIMEOUT_MS)
+    assert view.rows[:8] == before
+    assert [(r["strategy"], r["budget"]) for r in view.rows[8:]] == [("mcp", "1%"), ("mcp", "4%")]
+    assert curves.strategies() == ["BE-ST", "KM-ST", "DeepGini", "random", "MCP"] and "10 runs" in panel.status.text()
+    newest = max(window.session.project.artifacts("robustness").values(), key=lambda e: e["provenance"]["created"])
+    assert len(newest["provenance"]["rows"]) == 10  # the stored run holds the whole comparison
+    panel.seeds_box.setValue(2)
+    qtbot.mouseClick(panel.button, Qt.MouseButton.LeftButton)
+    assert "retrain" in view.jobs
+    qtbot.mouseClick(panel.button, Qt.MouseButton.LeftButton)  # Cancel
+    qtbot.waitUntil(lambda: "retrain" not in view.jobs and idle(window), timeout=RETRAIN_TIMEOUT_MS)
+    assert len(view.rows) == 10 and len(curves.strategies()) == 5
+    assert "cancelled" in panel.status.text() and "comparison from before" in panel.status.text()
 
 
 def check_retraining_from_the_panel_updates_the_curve(qtbot, window):
@@ -179,7 +206,8 @@ def check_bad_budgets_are_refused(qtbot, window, error_dialogs):
 
 def test_pools_selection_and_the_quick_comparison(qtbot, robustness_window, open_window, tmp_path):
     check_pools_histograms_and_selection(qtbot, robustness_window, tmp_path)
-    check_quick_comparison_is_drawn_and_stored(qtbot, robustness_window, open_window)
+    reopened = check_quick_comparison_is_drawn_and_stored(qtbot, robustness_window, open_window)
+    check_adding_a_strategy_runs_only_its_runs(qtbot, reopened)
 
 
 def test_retraining_convergence_fuzzing_and_bad_budgets(qtbot, robustness_window, error_dialogs):

@@ -15,7 +15,9 @@ Budgets are % of the selectable pool (or absolute counts); both forms are record
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -167,26 +169,66 @@ class ExperimentResult:
 def robot_experiment(ctx, model, dataset, eps: float, strategies=DEFAULT_STRATEGIES, budgets=("1%", "2%", "4%"),
                      seeds=(0, 1, 2), preset: str = "robot-mnist", epochs: int | None = None,
                      checkpoint_mode: str = "clean", setup: RobotSetup | None = None, pool_inputs: int | None = None,
-                     report_subset: int = REPORT_SUBSET) -> ExperimentResult:
-    """The grid of strategies × budgets × seeds over one setup; a partial result per finished run."""
+                     report_subset: int = REPORT_SUBSET, done: Sequence[dict] = ()) -> ExperimentResult:
+    """The grid of strategies × budgets × seeds over one setup; a partial result per finished run.
+
+    `done` holds rows of earlier runs on this setup with this protocol (`reusable_rows`): the grid's
+    cells they cover are not run again, and the result holds them beside the new ones, so adding a
+    strategy to a comparison runs only that strategy.
+    """
     for budget in budgets:  # refuse a bad budget before minutes of attacks
         resolve_budget(budget, None)
     if not strategies or not seeds:
         raise WorkbenchError("The experiment needs at least one strategy and one seed.", "Name them.")
-    grid = [(s, b, seed) for b in budgets for s in strategies for seed in seeds]
+    rows = list(done)
+    have = {run_key(row) for row in rows}
+    grid = [(s, b, seed) for b in budgets for s in strategies for seed in seeds if (s, str(b), int(seed)) not in have]
     stages = len(grid) + (setup is None)
     if setup is None:
         setup = prepare(ctx.stage(0, stages, "setup"), model, dataset, eps, seed=seeds[0],
                         checkpoint_mode=checkpoint_mode, pool_inputs=pool_inputs, report_subset=report_subset)
         ctx.partial({"setup": setup.summary()})
-    rows = []
     offset = stages - len(grid)
     for k, (strategy, budget, seed) in enumerate(grid):
         row, _ = run_strategy(ctx.stage(offset + k, stages, f"run {k + 1}/{len(grid)}"), setup, strategy, budget,
                               seed, preset=preset, epochs=epochs)
         rows.append(row)
         ctx.partial(row)
-    params = {"strategies": list(strategies), "budgets": [str(b) for b in budgets], "seeds": list(seeds),
-              "preset": preset, "epochs": epochs, "checkpoint_mode": checkpoint_mode,
+    params = {"strategies": list(dict.fromkeys(r["strategy"] for r in rows)),
+              "budgets": list(dict.fromkeys(r["budget"] for r in rows)),
+              "seeds": list(dict.fromkeys(r["seed"] for r in rows)),
+              "preset": preset, "epochs": epochs, "checkpoint_mode": setup.checkpoint_mode,
               "report_subset": setup.report_subset, "eps": setup.eps}
     return ExperimentResult(rows, setup.summary(), params)
+
+
+def run_key(row: dict) -> tuple[str, str, int]:
+    """What tells one retraining run of a grid from another: (strategy, budget, seed)."""
+    return row["strategy"], str(row["budget"]), int(row["seed"])
+
+
+def missing_runs(done: Sequence[dict], strategies, budgets, seeds) -> int:
+    """How many runs of the grid `done` does not cover."""
+    have = {run_key(row) for row in done}
+    return sum((s, str(b), int(seed)) not in have for b in budgets for s in strategies for seed in seeds)
+
+
+def reusable_rows(run: dict | None, setup: RobotSetup, epochs: int | None, preset: str = "robot-mnist") -> list[dict]:
+    """The rows of an earlier experiment `run` ({"rows", "params", "setup"}, as stored or as returned)
+    that a grid on `setup` may reuse: only when it ran on the same pool, held-out part and fp_test,
+    with the same ε, epochs, checkpointing, preset and report subset. Otherwise none: runs of another
+    protocol are not comparable on one plot."""
+    if not run or not run.get("rows"):
+        return []
+    params = run.get("params", {})
+    same = (params.get("epochs") == epochs and params.get("preset", "robot-mnist") == preset
+            and params.get("checkpoint_mode") == setup.checkpoint_mode
+            and params.get("report_subset") == setup.report_subset
+            and _canonical(run.get("setup", {}), "eps", "pool", "selectable", "heldout", "fp_test")
+            == _canonical(setup.summary(), "eps", "pool", "selectable", "heldout", "fp_test"))
+    return [dict(row) for row in run["rows"] if "strategy" in row] if same else []
+
+
+def _canonical(summary: dict, *keys: str) -> str:
+    """Part of a set-up summary as comparable text (a stored one came back through JSON)."""
+    return json.dumps({k: summary.get(k) for k in keys}, sort_keys=True, default=str)

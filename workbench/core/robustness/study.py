@@ -163,10 +163,11 @@ def measure_step_rate(ctx: JobContext, model: LoadedModel, image_shape, batch_si
 
 
 def retraining_seconds(base: RobustnessBase, strategies: list[str], budgets: list, seeds: list[int],
-                       epochs: int) -> float | None:
+                       epochs: int, done: list[dict] = ()) -> float | None:
     """About how long the retraining grid takes: each run fine-tunes on the training split plus its
     selection for `epochs` epochs, then attacks the report subset with PGD-10 and scores fp_test and
-    the test split; None when the step rate is unknown."""
+    the test split; None when the step rate is unknown. Runs that `done` holds take no time."""
+    from workbench.core.robustness.experiment import run_key
     from workbench.core.robustness.selection import resolve_budget
 
     if base.step_rate <= 0:
@@ -175,11 +176,12 @@ def retraining_seconds(base: RobustnessBase, strategies: list[str], budgets: lis
     train = len(setup.dataset.split("train"))
     test = len(setup.dataset.split("test"))
     selectable = len(setup.selectable)
+    have = {run_key(row) for row in done}
     images = 0.0
     for budget in budgets:
         added = resolve_budget(budget, selectable)
         per_run = epochs * (train + added) + 11 * setup.report_subset + (len(setup.fp_test) + test) / 3
-        images += per_run * len(strategies) * len(seeds)
+        images += per_run * sum((s, str(budget), int(seed)) not in have for s in strategies for seed in seeds)
     return images / base.step_rate
 
 
@@ -204,13 +206,14 @@ def select_candidates(ctx: JobContext, base: RobustnessBase, strategy: str, budg
 
 
 def retrain_strategies(ctx: JobContext, base: RobustnessBase, strategies: list[str], budgets: list, seeds: list[int],
-                       epochs: int | None, name: str, project=None):
-    """The RobOT grid over the prepared setup; one partial row per finished run; the run is stored."""
+                       epochs: int | None, name: str, project=None, done: list[dict] = ()):
+    """The RobOT grid over the prepared setup; one partial row per finished run; the run is stored.
+    Runs that `done` holds (rows `reusable_rows` accepted) are kept, not run again."""
     from workbench.core.robustness.experiment import robot_experiment
     from workbench.core.robustness.runs import save_run
 
     result = robot_experiment(ctx, base.setup.model, base.setup.dataset, base.setup.eps, strategies=strategies,
-                              budgets=budgets, seeds=seeds, epochs=epochs, setup=base.setup)
+                              budgets=budgets, seeds=seeds, epochs=epochs, setup=base.setup, done=done)
     if project is not None:
         save_run(project, name, "experiment", result.rows, result.params, model=base.model, dataset=base.dataset,
                  model_fingerprint=base.fingerprint, setup=result.setup)

@@ -44,6 +44,7 @@ from PySide6.QtWidgets import (
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.robustness import study
+from workbench.core.robustness.experiment import missing_runs, reusable_rows
 from workbench.core.robustness.experiment_report import (
     experiment_series,
     strategy_title,
@@ -106,6 +107,10 @@ class RobustnessView(QWidget):
         self.picked = None  # the current selection's sub-pool
         self.fuzzed = None  # the last fuzzing result
         self.rows: list[dict] = []
+        # The comparison the rows belong to ({"rows", "params", "setup"}: stored or just run): a grid
+        # with its protocol reuses its runs; a cancelled retraining shows it again.
+        self.comparison: dict | None = None
+        self._shown_before: tuple[list[dict], dict | None] = ([], None)
         self.rounds: list[dict] = []
         self._eps_for: str | None = None
         self._fuzzing_from = None  # the set-up the running fuzzer's tests are to join
@@ -223,6 +228,7 @@ class RobustnessView(QWidget):
         if key == self.base_key:
             return
         self.base_key, self.base, self.picked, self.fuzzed, self.rows, self.rounds = key, None, None, None, [], []
+        self.comparison = None
         for what in ("estimate", "prepare", "select", "retrain", "converge", "fuzz"):  # the previous set-up's
             self._cancel(what)
         self.retrain.set_running(False)
@@ -306,14 +312,16 @@ class RobustnessView(QWidget):
         """How long the checked grid and the quick comparison take (neither starts by itself)."""
         grid = quick = None
         if self.base is not None:
-            quick = study.retraining_seconds(self.base, **QUICK_GRID)
+            quick = study.retraining_seconds(self.base, **QUICK_GRID,
+                                             done=self._reusable(self.base, QUICK_GRID["epochs"]))
             try:
                 strategies, budgets = self.retrain.strategies(), self.retrain.budgets()
             except WorkbenchError:
                 strategies, budgets = [], []
             if strategies and budgets:
-                grid = study.retraining_seconds(self.base, strategies, budgets, self.retrain.seeds(),
-                                                self.retrain.epochs_box.value())
+                epochs = self.retrain.epochs_box.value()
+                grid = study.retraining_seconds(self.base, strategies, budgets, self.retrain.seeds(), epochs,
+                                                done=self._reusable(self._grid_base(), epochs))
         self.retrain.set_estimates(grid, quick)
 
     def _draw_histograms(self) -> None:
@@ -333,6 +341,7 @@ class RobustnessView(QWidget):
         """The newest stored runs for these weights and ε (read by the set-up job), unless this view made newer ones."""
         stored = self.base.stored_runs.get("experiment")
         if stored and not self.rows:
+            self.comparison = stored
             self.rows = list(stored["rows"])
             self._draw_retraining(running=False, note=f"Stored run {stored['name']}")
         stored = self.base.stored_runs.get("convergence")
@@ -398,22 +407,40 @@ class RobustnessView(QWidget):
             return
         seeds, epochs = (grid["seeds"], grid["epochs"]) if grid else \
             (self.retrain.seeds(), self.retrain.epochs_box.value())
-        base = self.base
-        if self.retrain.paper_box.isChecked() and not grid:  # a copy: the view's set-up keeps clean checkpointing
-            base = replace(base, setup=replace(base.setup, checkpoint_mode="paper"))
+        base = self.base if grid else self._grid_base()
+        done = self._reusable(base, epochs)
+        if not missing_runs(done, strategies, budgets, seeds):
+            self.retrain.status.setText(f"Every run of this grid is shown already ({len(self.rows)} runs); "
+                                        "add a strategy, budget or seed to run more.")
+            return
         name = f"retraining {base.model} eps={base.setup.eps:g} {time.strftime('%Y-%m-%d %H:%M:%S')}"
         job = self.jobs.run(
             "retrain",
             f"Retrain {base.model}: {len(strategies)} strategies × {len(budgets)} budgets × {len(seeds)} seeds",
             study.retrain_strategies, base, strategies, budgets, seeds, epochs, name, project=self.session.project,
-            lane=LONG, view="robustness", group="retrain", report_errors=False)
+            done=done, lane=LONG, view="robustness", group="retrain", report_errors=False)
         self._track("retrain", job, self._retrain_ended)
-        self.rows = []
+        self._shown_before = (self.rows, self.comparison)
+        self.rows = list(done)
         self.retrain.set_running(True)
-        self.retrain.curves.show_message("Retraining…", "The first points appear when the first run ends.",
-                                         busy=True)
+        if done:  # the comparison stays; only its missing runs are run
+            self._draw_retraining(running=False)
+        else:
+            self.retrain.curves.show_message("Retraining…", "The first points appear when the first run ends.",
+                                             busy=True)
         job.partial.connect(self._if_current("retrain", job, self._on_retrain_row))
-        job.progress.connect(lambda done, total, message: self.retrain.status.setText(message))
+        job.progress.connect(lambda _done, _total, message: self.retrain.status.setText(message))
+
+    def _grid_base(self) -> study.RobustnessBase:
+        """The set-up the panel's grid retrains on: the view's, in paper checkpointing when that is checked
+        (a copy: the view's set-up keeps clean checkpointing)."""
+        if self.retrain.paper_box.isChecked():
+            return replace(self.base, setup=replace(self.base.setup, checkpoint_mode="paper"))
+        return self.base
+
+    def _reusable(self, base: study.RobustnessBase, epochs: int) -> list[dict]:
+        """The shown comparison's runs that a grid on `base` with `epochs` epochs can keep."""
+        return reusable_rows(self.comparison, base.setup, epochs)
 
     def _on_retrain_row(self, row: dict) -> None:
         if "strategy" in row:
@@ -422,8 +449,16 @@ class RobustnessView(QWidget):
 
     def _retrain_ended(self, result, exc: BaseException | None) -> None:
         self.retrain.set_running(False)
+        if result is not None:
+            self.comparison = {"rows": result.rows, "params": result.params, "setup": result.setup}
+            self.rows = list(result.rows)
+            note = ""
+        else:  # cancelled or failed: nothing new was stored, so the comparison from before is shown again
+            self.rows, self.comparison = self._shown_before
+            stopped = "cancelled" if exc is None else error_text(exc)
+            note = f"Stopped: {stopped}" + ("; showing the comparison from before" if self.rows else "")
         self.update_retraining_estimate()
-        self._draw_retraining(running=False, note="" if exc is None else f"Stopped: {error_text(exc)}")
+        self._draw_retraining(running=False, note=note)
         if exc is not None and not self.rows:
             self.retrain.curves.show_message("Retraining failed", error_text(exc))
 

@@ -22,7 +22,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
+from PySide6.QtWidgets import QGraphicsItem, QHBoxLayout, QLabel, QWidget
 
 from workbench.core.robustness.experiment_report import Series, metric_y_range
 from workbench.gui.colors import CLASS_PALETTE
@@ -109,6 +109,7 @@ class RobustnessCurves(QWidget):
         # and line for each new point held the UI thread for a tenth of a second and more.
         self._drawn: dict[tuple[str, str], dict] = {}  # (metric, strategy) → its items on the plot
         self._reference_lines: dict[str, pg.InfiniteLine] = {}
+        self._axes_shown: dict[int, dict] = {}  # per plot: the axis settings it shows
         self._legend_key: tuple | None = None
         self.readout = ReadoutItem()
         self.graphics.scene().sigMouseMoved.connect(self._on_mouse_moved)
@@ -216,19 +217,21 @@ class RobustnessCurves(QWidget):
             self.graphics.ci.removeItem(plot)
         if self.readout.scene() is not None:
             self.graphics.ci.removeItem(self.readout)
-        self.plots, self._drawn, self._reference_lines = {}, {}, {}
+        self.plots, self._drawn, self._reference_lines, self._axes_shown = {}, {}, {}, {}
         columns = max(1, min(self.columns, len(metrics)))
         first = None
         for i, metric in enumerate(metrics):
             row, col = divmod(i, columns)
             info = METRICS.get(metric, Metric(metric, metric, False))
-            plot = self.graphics.ci.addPlot(row=1 + row, col=col, title=info.title)
-            plot.setMenuEnabled(False)
+            plot = self.graphics.ci.addPlot(row=1 + row, col=col, title=info.title, enableMenu=False)
             plot.hideButtons()
             plot.setMouseEnabled(False, False)
             plot.showGrid(x=True, y=True, alpha=0.2)
-            plot.getAxis("left").enableAutoSIPrefix(False)
-            plot.getAxis("bottom").enableAutoSIPrefix(False)
+            for side in ("left", "bottom"):
+                axis = plot.getAxis(side)
+                axis.enableAutoSIPrefix(False)
+                # An axis's text is its costliest part to paint: keep it as a pixmap until its range changes.
+                axis.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
             plot.setLabel("left", info.axis)
             plot.titleLabel.item.setToolTip(info.help)
             if first is None:
@@ -264,27 +267,22 @@ class RobustnessCurves(QWidget):
             for item in self._drawn.pop(key)["items"]:
                 self.plots[key[0]].removeItem(item)
         for metric, plot in self.plots.items():
-            plot.setLabel("bottom", self.x_label)
             for s in self.series:
                 if s.metric == metric:
                     self._draw_series(plot, s)
             self._draw_reference(plot, metric)
             info = METRICS.get(metric)
             if info is not None and info.full_range:
-                plot.setYRange(-7, 107, padding=0)  # room for the 0 and 100 labels inside the axis
-                plot.getAxis("left").setTicks([[(v, str(v)) for v in range(0, 101, 20)], []])
+                # room for the 0 and 100 labels inside the axis
+                self._set_axes(plot, y=("fixed", -7, 107), y_ticks=[[(v, str(v)) for v in range(0, 101, 20)], []])
             else:
-                plot.getAxis("left").setTicks(None)
-                self._fit_y(plot, metric, info is not None and info.percent)
-            if integer_x:
-                plot.getAxis("bottom").setTickSpacing(major=max(1.0, float(np.ceil(np.ptp(all_x) / 10))), minor=1.0)
-            else:
-                plot.getAxis("bottom").setTickSpacing()
+                self._set_axes(plot, y=self._fit_y(metric, info is not None and info.percent))
+            spacing = (max(1.0, float(np.ceil(np.ptp(all_x) / 10))), 1.0) if integer_x else None
+            self._set_axes(plot, x_label=self.x_label, x_spacing=spacing)
         if len(all_x):
             low, high = float(all_x.min()), float(all_x.max())
             pad = 0.5 if integer_x else 0.0
-            first = next(iter(self.plots.values()))
-            first.setXRange(low - pad, high + pad if high > low else low + 1, padding=0.03)
+            self._set_axes(next(iter(self.plots.values())), x=(low - pad, high + pad if high > low else low + 1))
         legend_key = (tuple(self.strategies()), tuple(max(s.seeds for s in self.series if s.strategy == st)
                                                       for st in self.strategies()),
                       any(s.running for s in self.series), any(np.isfinite(s.arrays()[2]).any() for s in self.series))
@@ -294,13 +292,32 @@ class RobustnessCurves(QWidget):
             self._fill_legend()
         self.set_readout("Hover over a plot to read each strategy's value at the nearest point.")
 
-    def _fit_y(self, plot: pg.PlotItem, metric: str, percent: bool) -> None:
+    def _fit_y(self, metric: str, percent: bool) -> tuple | None:
         """The y range of the data (bands included), a little padded (the rule of the headless plot)."""
         y_range = metric_y_range([s for s in self.series if s.metric == metric], percent)
-        if y_range is None:
-            plot.enableAutoRange(y=True)
-            return
-        plot.setYRange(*y_range, padding=0.08)
+        return None if y_range is None else ("fitted", *y_range)
+
+    def _set_axes(self, plot: pg.PlotItem, **wanted) -> None:
+        """Apply axis settings that differ from what the plot shows. An axis told anything, even what it
+        already shows, lays out and renders its text again: for five plots that was most of a redraw."""
+        shown = self._axes_shown.setdefault(id(plot), {})
+        for what, value in wanted.items():
+            if what in shown and shown[what] == value:
+                continue
+            shown[what] = value
+            if what == "x":
+                plot.setXRange(*value, padding=0.03)
+            elif what == "y" and value is None:
+                plot.enableAutoRange(y=True)
+            elif what == "y":
+                plot.setYRange(value[1], value[2], padding=0 if value[0] == "fixed" else 0.08)
+            elif what == "y_ticks":
+                plot.getAxis("left").setTicks(value)
+            elif what == "x_label":
+                plot.setLabel("bottom", value)
+            elif what == "x_spacing":
+                axis = plot.getAxis("bottom")
+                axis.setTickSpacing(major=value[0], minor=value[1]) if value else axis.setTickSpacing()
 
     def _muted(self) -> QColor:
         color = QColor(next(iter(self.plots.values())).getAxis("left").textPen().color())
@@ -331,16 +348,24 @@ class RobustnessCurves(QWidget):
                 drawn["items"] += [low, high, pg.FillBetweenItem(low, high, brush=pg.mkBrush(fill))]
             drawn["line"] = pg.PlotDataItem(x, mean, pen=pg.mkPen(color, width=2, style=style), symbol="o",
                                             symbolSize=5, symbolBrush=color, symbolPen=None)
+            drawn["data"], drawn["style"] = (x.tobytes(), mean.tobytes(), band_sd.tobytes()), style
             drawn["items"].append(drawn["line"])
             for item in drawn["items"]:
                 plot.addItem(item)
             return
-        if drawn["band"] is not None:
-            low, high = drawn["band"]
-            low.setData(x, mean - band_sd)
-            high.setData(x, mean + band_sd)
-        drawn["line"].setData(x, mean)
-        drawn["line"].setPen(pg.mkPen(color, width=2, style=style))
+        # Only what changed is set again: the quick comparison's next run changes one strategy, and each
+        # setData re-renders the line's symbols.
+        data = (x.tobytes(), mean.tobytes(), band_sd.tobytes())
+        if drawn.get("data") != data:
+            drawn["data"] = data
+            if drawn["band"] is not None:
+                low, high = drawn["band"]
+                low.setData(x, mean - band_sd)
+                high.setData(x, mean + band_sd)
+            drawn["line"].setData(x, mean)
+        if drawn.get("style") != style:
+            drawn["style"] = style
+            drawn["line"].setPen(pg.mkPen(color, width=2, style=style))
 
     def _draw_reference(self, plot: pg.PlotItem, metric: str) -> None:
         """The dashed reference line of `metric` (the original model's value, a requirement), if any."""
