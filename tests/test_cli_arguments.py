@@ -91,6 +91,8 @@ def test_subsets_by_first_indices_or_class_wherever_a_test_set_is_taken(capsys, 
     assert covered["test_inputs"] == expected
     scored = run_json(capsys, "fol", "--model", digits_model_file, "--data", "digits", "--eps", "0.1", *subset)
     assert scored["inputs"] == expected
+    uncertain = run_json(capsys, "uncertainty", "--model", digits_model_file, "--data", "digits", *subset)
+    assert uncertain["inputs"] == expected
 
 
 def test_two_subset_options_at_once_are_refused(capsys, digits_model_file):

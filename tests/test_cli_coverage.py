@@ -113,6 +113,81 @@ def test_idc_reports_clusters_incc_and_the_covered_combinations(every_run):
     assert all(c["centroids"] == sorted(c["centroids"]) for c in idc["clusters"])
 
 
+# --- per layer and the activation point -------------------------------------------------------------------
+
+ITEMS_PER_NEURON = {"nc": 1, "kmnc": 1000, "nbc": 2, "snac": 1, "tknc": 1}
+POST = {"conv1": "relu1", "conv2": "relu2", "fc1": "relu3", "fc2": "relu4"}  # the ReLU after each layer
+
+
+def test_per_layer_counts_sum_to_each_criterion_s_totals(every_run):
+    c = every_run[0]["criteria"]
+    for name, items in ITEMS_PER_NEURON.items():
+        r = c[name]
+        per_layer = r["per_layer"]
+        assert list(per_layer) == list(r["layers"]) and r["point"] == "post", name
+        assert sum(v["covered"] for v in per_layer.values()) == r["covered"], name
+        assert sum(v["total"] for v in per_layer.values()) == r["total"], name
+        for layer, v in per_layer.items():
+            assert v["total"] == r["layers"][layer] * items and 0 <= v["covered"] <= v["total"], (name, layer)
+            assert v["value"] == pytest.approx(v["covered"] / v["total"]), (name, layer)
+    assert 0 < c["nc"]["per_layer"]["fc1"]["covered"] < c["nc"]["per_layer"]["fc1"]["total"]
+    for name in ("idc", "tknp", "lsa", "dsa", "mdsa"):  # one layer, or items (patterns, SA) spanning the layers
+        assert c[name]["per_layer"] is None, name
+    assert c["idc"]["point"] == "post"
+
+
+def _nc_by_hand(layers: list[str], point: str, first: int) -> dict[str, int]:
+    """NC per layer of the first test inputs, from forward hooks: each input's layer tensor min-max scaled,
+    conv channels averaged, covered above 0.75; "post" reads the ReLU after a layer."""
+    import torch
+
+    from workbench.core.dataset_registry import load_dataset
+    from workbench.core.model_io import load_model
+
+    module = load_model("lenet5-fashion").module.eval()
+    x = load_dataset(str(SLICE)).split("test").tensor(slice(0, first))
+    taken = {}
+    hooks = [getattr(module, POST.get(name, name) if point == "post" else name).register_forward_hook(
+        lambda _m, _i, out, name=name: taken.__setitem__(name, out.detach().double().numpy().copy()))
+        for name in layers]
+    with torch.no_grad():
+        module(x)
+    for hook in hooks:
+        hook.remove()
+    counts = {}
+    for name in layers:
+        raw = taken[name]
+        flat = raw.reshape(len(raw), -1)
+        lo, hi = flat.min(axis=1, keepdims=True), flat.max(axis=1, keepdims=True)
+        assert (hi > lo).all()
+        values = raw.mean(axis=(2, 3)) if raw.ndim == 4 else raw
+        counts[name] = int(((values - lo) / (hi - lo) > 0.75).any(axis=0).sum())
+    return counts
+
+
+@pytest.mark.parametrize("preset, point, measured", [("deepimportance", None, "post"), ("deepimportance", "pre", "pre"),
+                                                     ("nlc", None, "pre"), ("nlc", "post", "post")])
+def test_point_sets_where_the_preset_s_layers_are_read(capsys, preset, point, measured):
+    extra = ["--point", point] if point else []
+    r = run_json(capsys, *BASE, "--criteria", "nc", "--first", "30", "--preset", preset, *extra)
+    nc = r["criteria"]["nc"]
+    assert nc["point"] == measured and r["point"] == (point or "post")  # the IDC/SA layer's point
+    layers = list(nc["layers"])
+    assert layers == (["conv1", "pool1", "conv2", "pool2", "fc1", "fc2", "fc3"] if preset == "deepimportance"
+                      else ["conv1", "conv2", "fc1", "fc2", "fc3"])
+    by_hand = _nc_by_hand(layers, measured, 30)
+    assert {name: v["covered"] for name, v in nc["per_layer"].items()} == by_hand
+    assert by_hand != _nc_by_hand(layers, "pre" if measured == "post" else "post", 30)  # the point matters here
+    rc, out, err = run_cli(capsys, *BASE, "--criteria", "nc", "--first", "30", "--preset", preset, *extra)
+    assert rc == 0, err
+    line = next(line for line in out.splitlines() if line.startswith("NC "))
+    assert line.endswith(f"({preset} preset, {nc['neurons']} neurons"
+                         + (f", {measured}-activation)" if point and point != ("pre" if preset == "nlc" else "post")
+                            else ")"))
+    first = nc["per_layer"][layers[0]]
+    assert f"  per layer: {layers[0]} {first['covered']} / {first['total']} (" in out
+
+
 def test_text_output_prints_percent_and_counts(capsys):
     argv = [*BASE, "--criteria", "idc,nc,tknp,mdsa", "--max-inputs", "300"]
     rc, out, err = run_cli(capsys, *argv)
@@ -145,6 +220,9 @@ def test_per_class_reports_each_class_and_the_mean(capsys):
         assert model["covered"] == idc["per_class"][name]["covered"] == len(model["covered_combinations"])
     assert sum(v["covered"] for v in idc["per_class"].values()) == idc["covered"]
     assert len(result["criteria"]["nc"]["per_class"]) == 10 and len(result["criteria"]["lsa"]["per_class"]) > 0
+    nc = result["criteria"]["nc"]  # per layer, counts summed over the classes as the totals are
+    assert sum(v["covered"] for v in nc["per_layer"].values()) == nc["covered"]
+    assert sum(v["total"] for v in nc["per_layer"].values()) == nc["total"] == 10 * 258
     rc, out, err = run_cli(capsys, *BASE, "--criteria", "idc", "--per-class", "--m", "4", "--max-inputs", "400")
     assert rc == 0, err
     assert f"{idc['percent']:.1f} % mean of 10 classes — {idc['covered']} / {idc['total']} summed" in out
@@ -173,6 +251,39 @@ def test_testset_variants(capsys, tmp_path, slice_arrays):
     path = save_npz(tmp_path / "mine.npz", train, test, names, np.arange(10), np.arange(25))
     mine = run_json(capsys, *BASE, "--criteria", "nc,dsa", "--testset", path)
     assert mine["testset"] == str(path) and mine["test_inputs"] == 25
+
+
+def test_a_file_with_only_a_train_split_is_measured_with_a_note_on_stderr(capsys, tmp_path, slice_arrays):
+    _, test, names = slice_arrays
+    path = tmp_path / "train-only.npz"
+    np.savez(path, x_train=test[0][:40, 0], y_train=test[1][:40], class_names=np.array(names))
+    rc, out, err = run_cli(capsys, *BASE, "--criteria", "nc", "--testset", path, "--json")
+    assert rc == 0, err
+    result = json.loads(out)  # stdout holds the JSON alone
+    note = f"test set '{path}' has no test split, so its train split (40 inputs, the only one it has) is used"
+    assert result["test_inputs"] == 40 and len(result["notes"]) == 1 and result["notes"][0].startswith(note)
+    assert f"note: {note}; name it as {path}:train" in err
+    rc, out, err = run_cli(capsys, *BASE, "--criteria", "nc", "--testset", path, "--first", "10")
+    assert rc == 0 and "note: " in err and "note: " not in out and "(10 test inputs)" in out
+    named = run_json(capsys, *BASE, "--criteria", "nc", "--testset", f"{path}:train")
+    assert named["notes"] == [] and named["test_inputs"] == 40
+
+
+def test_labels_in_a_column_are_measured_and_evaluated_like_a_vector(capsys, tmp_path, slice_arrays):
+    train, test, names = slice_arrays
+    flat = save_npz(tmp_path / "flat.npz", train, test, names, np.arange(10), np.arange(60))
+    column = tmp_path / "column.npz"
+    np.savez(column, x_train=train[0][:10, 0], y_train=train[1][:10, None], x_test=test[0][:60, 0],
+             y_test=test[1][:60, None], class_names=np.array(names))
+    assert np.load(column)["y_test"].shape == (60, 1)
+    by_label = ["--criteria", "nc,tknc", "--per-class"]  # routed by label, so the labels must be read right
+    want, got = (run_json(capsys, *BASE, *by_label, "--testset", path)["criteria"] for path in (flat, column))
+    for name in ("nc", "tknc"):
+        assert got[name]["per_class"] == want[name]["per_class"] and got[name]["covered"] == want[name]["covered"]
+    evaluated = [run_json(capsys, "evaluate", "--model", "lenet5-fashion", "--data", path, "--device", "cpu")
+                 for path in (flat, column)]
+    assert evaluated[0]["n"] == evaluated[1]["n"] == 60
+    assert evaluated[0]["accuracy"] == evaluated[1]["accuracy"] and evaluated[0]["confusion"] == evaluated[1]["confusion"]
 
 
 def test_the_project_stores_and_the_second_run_reuses(every_run, capsys):

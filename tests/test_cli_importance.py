@@ -110,6 +110,27 @@ def test_the_project_stores_and_the_second_run_reuses(first_run, capsys):
         result["ablation"]["random_accuracies"]
 
 
+def test_a_damaged_stored_result_is_computed_again_with_a_note(capsys, tmp_path):
+    import h5py
+
+    command = (*BASE, "--layer", "fc1", "--ablation", "off", "--max-inputs", "300", "--project", tmp_path / "p",
+               "--json")
+    rc, out, err = run_cli(capsys, *command)
+    first = json.loads(out)
+    project = Project.open(tmp_path / "p")
+    (name, entry), = project.artifacts("importance").items()
+    with h5py.File(project.artifact_path(entry), "r+") as f:  # text where the neuron ranking was
+        ranking = f["ranking"][()]
+        del f["ranking"]
+        f["ranking"] = np.array([b"first"] * len(ranking))
+    rc, out, err = run_cli(capsys, *command)
+    again = json.loads(out)  # stdout stays JSON
+    assert rc == 0 and again["relevance"] == first["relevance"] and not again["reused"]["importance"]
+    assert "note: " in err and name in err and "computed again" in err and "Traceback" not in err
+    rc, out, err = run_cli(capsys, *command)
+    assert rc == 0 and json.loads(out)["reused"]["importance"] and "note:" not in err  # it was replaced
+
+
 def test_other_layers_rules_and_mean_ablation(capsys):
     rc, out, err = run_cli(capsys, *BASE, "--layer", "conv2", "--rule", "epsilon", "--epsilon", "0.1", "--m", "4",
                            "--ablation", "mean", "--draws", "2", "--max-inputs", "500", "--json")

@@ -116,6 +116,16 @@ def test_fol_of_clean_inputs_is_eps_times_l1_gradient(tmp_path, digits_model_fil
     assert torch.allclose(got, expected, rtol=1e-4, atol=1e-7)
 
 
+def test_fol_of_a_file_without_a_test_split_says_which_split_it_scored(tmp_path, capsys, digits_model_file, digits):
+    path = tmp_path / "train-only.npz"
+    np.savez(path, x_train=digits.split("train").numpy(np.arange(12))[:, 0], y_train=digits.split("train").labels[:12])
+    rc, out, err = run_cli(capsys, *_base(digits_model_file, "fol"), "--eps", EPS, "--testset", path, "--json")
+    assert rc == 0, err
+    note = f"test set '{path}' has no test split, so its train split (12 inputs, the only one it has) is used"
+    assert f"note: {note}" in err and json.loads(out)["notes"][0].startswith(note)
+    assert json.loads(out)["inputs"] == 12
+
+
 def test_fol_with_pgd_and_on_a_stored_pool(attacked, capsys, digits_model_file):
     r, folder = attacked
     pgd = _main_json(*_base(digits_model_file, "fol"), "--eps", EPS, "--attack", "pgd", "--max-inputs", 50)

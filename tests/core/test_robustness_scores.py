@@ -106,6 +106,44 @@ def test_uncertainty_scores_and_sort_directions():
         S.most_uncertain_order(probs[:, 0], "variance")
 
 
+def test_uncertainty_summary_ranks_and_summarises_each_score():
+    probs = np.array([[0.9, 0.05, 0.05], [0.4, 0.35, 0.25], [0.6, 0.3, 0.1], [1.0, 0.0, 0.0], [0.25, 0.35, 0.4]])
+    labels = np.array([0, 1, 1, 0, 2])
+    out = S.uncertainty_summary(probs, labels, index=np.array([10, 11, 12, 13, 14]), top=2)
+    assert out["inputs"] == 5 and out["accuracy"] == pytest.approx(3 / 5)  # inputs 1 and 2 are wrong
+    margin = out["scores"]["margin"]
+    assert margin["most_uncertain_first"] == "ascending"
+    # inputs 1 and 4 tie (the same probabilities permuted): the lower row comes first
+    assert [(e["index"], e["label"], e["prediction"]) for e in margin["most_uncertain"]] == [(11, 1, 0),
+                                                                                         (14, 2, 2)]
+    assert margin["most_uncertain"][0]["value"] == pytest.approx(0.05) and margin["most_uncertain"][0]["id"] is None
+    assert [e["index"] for e in out["scores"]["least_confidence"]["most_uncertain"]] == [11, 14]
+    values = 1 - probs.max(axis=1)
+    stats = out["scores"]["least_confidence"]["stats"]
+    assert stats["mean"] == pytest.approx(values.mean()) and stats["median"] == pytest.approx(0.4)
+    assert stats["q25"] == pytest.approx(np.quantile(values, 0.25)) and stats["n"] == 5
+    only = S.uncertainty_summary(probs, labels, scores=["entropy"], top=10)
+    assert list(only["scores"]) == ["entropy"] and len(only["scores"]["entropy"]["most_uncertain"]) == 5
+    with pytest.raises(WorkbenchError, match="Unknown uncertainty score 'variance'"):
+        S.uncertainty_summary(probs, labels, scores=["variance"])
+    with pytest.raises(WorkbenchError, match="do not fit 4 labels"):
+        S.uncertainty_summary(probs, labels[:4])
+
+
+def test_softmax_probabilities_streams_the_chosen_inputs(digits_model, digits):
+    test = digits.split("test")
+    rows = np.array([5, 0, 17, 3])
+    got = S.softmax_probabilities(JobContext("cpu"), digits_model, test, rows, batch_size=3)
+    with torch.no_grad():
+        want = torch.softmax(digits_model.module(test.tensor(rows)).double(), dim=1).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-9)  # float32 logits differ with the batch size
+    bad = test.subset(rows)
+    bad.images = bad.numpy().copy()
+    bad.images[2, 0, 1, 1] = np.nan
+    with pytest.raises(WorkbenchError, match="image 2 has NaN or infinite pixels"):
+        S.softmax_probabilities(JobContext("cpu"), digits_model, bad)
+
+
 def test_score_inputs_job_matches_direct_computation(digits_model, digits):
     x0, y = _digits_batch(digits, 30)
     x_adv = torch.clamp(x0 + 0.05, 0, 1)

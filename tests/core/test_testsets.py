@@ -118,6 +118,22 @@ def test_foreign_dataset_with_other_classes_is_refused(project, digits, slice_di
     assert len(resolve(None, str(slice_dir))) == 1000  # on its own it is its test split
 
 
+def test_a_dataset_without_a_test_split_stands_in_with_its_split_and_a_note(digits, tmp_path):
+    train = digits.split("train")
+    path = tmp_path / "only-train.npz"
+    np.savez(path, x_train=train.numpy(np.arange(9))[:, 0], y_train=train.labels[:9])
+    note = (f"test set '{path}' has no test split, so its train split (9 inputs, the only one it has) is used; "
+            f"name it as {path}:train to choose the split yourself")
+    from workbench.core.dataset_registry import load_dataset
+
+    for dataset in (digits, None, load_dataset(str(path))):  # a file beside --data, on its own, or --data itself
+        found = resolve(None, str(path), dataset)
+        assert len(found) == 9 and found.source.split == "train" and found.notes == [note]
+        assert resolve(None, f"{path}[first=4]", dataset).notes == [note]  # a subset keeps its parent's notes
+        assert resolve(None, f"{path}:train", dataset).notes == []  # the split named: nothing to say
+    assert resolve(None, "test", digits).notes == [] and resolve(None, "digits", digits).notes == []
+
+
 def test_stored_subset_and_ids_survive_reopening_and_copying(project, digits, tmp_path):
     subset = resolve(project, "pool[first=5]", digits)
     save_subset(project, "first five", subset)

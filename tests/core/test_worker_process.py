@@ -48,6 +48,15 @@ def test_results_progress_and_partials_are_those_of_the_calling_thread(worker, d
         int(digits.split("train").images.astype(np.int64).sum())
 
 
+def test_notices_reach_the_caller_from_the_job_and_its_sub_steps(worker):
+    texts = ["The stored pool was damaged. It is built again.", "A sub-step's notice."]
+    for executor in (InlineExecutor(), worker):
+        heard = []
+        ctx = _context(on_notice=heard.append)
+        assert executor.run(ctx, worker_jobs.tell, (texts,)) == 2
+        assert heard == ctx.notices == texts
+
+
 def test_a_dataset_is_sent_once_while_the_caller_holds_it(worker, digits):
     worker.run(_context(), worker_jobs.pixel_sum, (digits,))
     sent = worker.sent_objects

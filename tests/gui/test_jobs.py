@@ -148,6 +148,27 @@ def test_jobs_panel_shows_progress_outcome_and_cancels(qtbot, runner, tmp_path):
     assert panel.tree.topLevelItemCount() == 0
 
 
+def noticing_job(ctx, texts):
+    for text in texts:
+        ctx.notice(text)
+    return len(texts)
+
+
+def test_a_jobs_notices_reach_its_record_the_runner_and_the_jobs_panel(qtbot, runner):
+    from workbench.gui.widgets.jobs_panel import JobsPanel
+
+    panel = JobsPanel(runner)
+    qtbot.addWidget(panel)
+    heard = []
+    runner.job_notice.connect(lambda job, text: heard.append((job.name, text)))
+    texts = ["The stored evaluation was damaged. The model is evaluated again.", "Second."]
+    job = runner.submit("evaluate", noticing_job, texts, uses_device=False)
+    qtbot.waitSignal(job.ended, timeout=5000).wait()
+    assert job.record.notices == texts and heard == [("evaluate", t) for t in texts]
+    item = panel.item(job)
+    assert item.text(4) == "done; Second." and texts[0] in item.toolTip(4)
+
+
 def garbage_job(ctx, rounds: int):
     """Makes cyclic garbage on the worker thread, enough to trigger the collector many times over."""
     for _ in range(rounds):

@@ -104,7 +104,12 @@ def make_context(args, on_partial=None):
     from workbench.core.jobs import JobContext
 
     progress = TerminalProgress(enabled=sys.stderr.isatty() or not getattr(args, "json", False))
-    return JobContext(args.device, on_progress=progress, on_partial=on_partial), progress
+
+    def notice(text: str) -> None:  # on stderr, so --json output stays clean
+        progress.close()
+        print(f"note: {text}", file=sys.stderr, flush=True)
+
+    return JobContext(args.device, on_progress=progress, on_partial=on_partial, on_notice=notice), progress
 
 
 def run_job(args, job, on_partial=None, holder: dict | None = None):
@@ -132,6 +137,15 @@ def emit(args, result: dict, text: str) -> None:
         print(json.dumps(result, indent=2, default=lenient_json))
     else:
         print(text)
+
+
+def notify(testset) -> list[str]:
+    """Print a test set's notes (how it was chosen, e.g. the split that stood in for a missing test split) on
+    stderr, so --json output stays clean; returns them for the JSON result."""
+    notes = list(getattr(testset, "notes", []) or [])
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr, flush=True)
+    return notes
 
 
 def error(message: str, hint: str = ""):
@@ -213,15 +227,9 @@ def check_positive(option: str, value, allow_none: bool = True) -> None:
 
 def stats(values) -> dict:
     """Summary of a score vector (finite values only): n, mean, sd, min, quantiles, max."""
-    v = np.asarray(values, dtype=np.float64).reshape(-1)
-    finite = v[np.isfinite(v)]
-    keys = ("mean", "sd", "min", "q05", "q25", "median", "q75", "q95", "max")
-    if not finite.size:
-        return {"n": 0, "nonfinite": int(v.size), **{k: None for k in keys}}
-    q = np.quantile(finite, [0.05, 0.25, 0.5, 0.75, 0.95])
-    return {"n": int(finite.size), "nonfinite": int(v.size - finite.size), "mean": float(finite.mean()),
-            "sd": float(finite.std()), "min": float(finite.min()), "q05": float(q[0]), "q25": float(q[1]),
-            "median": float(q[2]), "q75": float(q[3]), "q95": float(q[4]), "max": float(finite.max())}
+    from workbench.core.robustness.scores import summary_statistics
+
+    return summary_statistics(values)
 
 
 def stats_line(label: str, s: dict) -> str:

@@ -13,6 +13,7 @@ from workbench.cli.common import (
     add_subset_options,
     emit,
     importance_rule,
+    notify,
     run_job,
     with_subset,
 )
@@ -43,7 +44,10 @@ def add_parsers(sub) -> None:
                      help="layers and semantics of the classic criteria (default deepimportance)")
     cov.add_argument("--layers", metavar="LIST", help="comma-separated layers of the classic criteria "
                                                       "(default: the preset's; required with --preset dnn-tip)")
-    cov.add_argument("--point", default="post", choices=["post", "pre"], help="activation point of --layer's neurons")
+    cov.add_argument("--point", choices=["post", "pre"],
+                     help="activation point, after (post) or before (pre) the layer's nonlinearity, of --layer's "
+                          "neurons (default post) and of the preset's or --layers' layers (default the preset's: "
+                          "post, nlc pre)")
     cov.add_argument("--option", action="append", default=[], metavar="CRITERION.NAME=VALUE",
                      help="a criterion option, e.g. kmnc.k=100 or lsa.max_features=50 (repeatable)")
     cov.add_argument("--state", action="append", default=[], metavar="FILE",
@@ -128,7 +132,7 @@ def _check_coverage_request(args, model, dataset, criteria: list[str]) -> tuple[
     if args.preset == "dnn-tip" and not layers:
         raise WorkbenchError("The dnn-tip preset measures the layers you name.", "Add --layers, e.g. --layers fc1,fc2.")
     if "idc" in criteria:
-        count = layer_neuron_count(catalogue, NeuronDefinition(layer, args.point))
+        count = layer_neuron_count(catalogue, NeuronDefinition(layer, args.point or "post"))
         if args.m > count:
             raise WorkbenchError(f"m = {args.m} is larger than the {count} neurons of layer {layer!r}.",
                                  f"Choose --m between 1 and {count}, or a layer with more neurons.")
@@ -179,6 +183,7 @@ def cmd_coverage(args) -> int:
     existing = Project.open(args.project) if args.project and (Path(args.project) / SETTINGS).exists() else None
     test = resolve(existing, with_subset(args, args.testset or "test"), dataset, model=model,
                    ctx=JobContext(args.device), download=args.download)
+    notes = notify(test)
     indices = seeded_sample(len(test), args.max_inputs, args.seed)
     project = existing or (Project.create(args.project, dataset.recipe.get("name", args.data)) if args.project
                            else None)
@@ -186,11 +191,11 @@ def cmd_coverage(args) -> int:
         project.ensure_writable()
 
     def job(ctx, project=None):
-        return measure_coverage(ctx, model, dataset, NeuronDefinition(layer, args.point), criteria,
-                                   train_split=args.split, test_split=test, m=args.m, seed=args.seed, project=project,
-                                   per_class=args.per_class, route=args.route, preset=args.preset, layers=layers,
-                                   options=options, rule=composite, batch_size=args.batch_size, test_indices=indices,
-                                   states=states)
+        return measure_coverage(ctx, model, dataset, NeuronDefinition(layer, args.point or "post"), criteria,
+                                train_split=args.split, test_split=test, m=args.m, seed=args.seed, project=project,
+                                per_class=args.per_class, route=args.route, preset=args.preset, layers=layers,
+                                options=options, rule=composite, batch_size=args.batch_size, test_indices=indices,
+                                states=states, preset_point=args.point)
 
     results, device = run_job(args, lambda ctx: run_staged(ctx, job, project))
     if project:
@@ -198,6 +203,7 @@ def cmd_coverage(args) -> int:
     files = _save_states(args.save_state, results, model, dataset) if args.save_state else []
     payload = _coverage_payload(args, model, dataset, test.name, layer, results, files, device,
                                 time.monotonic() - started)
+    payload["notes"] = notes
     emit(args, payload, _coverage_text(payload))
     return 0
 
@@ -253,7 +259,10 @@ def _criterion_payload(result, class_names: list[str]) -> dict:
 
     c = result.criterion
     inner = c.members[0] if isinstance(c, PerClass) else c
+    per_layer = c.layer_coverage()
     out = {"name": result.name, "title": inner.title, **_value(result.value), "warnings": result.warnings,
+           "point": result.provenance.get("activation_point"),
+           "per_layer": None if per_layer is None else {name: _value(v) for name, v in per_layer.items()},
            "inputs": c.inputs_seen, "reused": result.reused, "artifact": result.artifact,
            "fit_artifact": result.fit_artifact, "identity": result.provenance.get("identity"),
            "curve": [[int(n), int(k), _finite_or_none(f)] for n, k, f in np.asarray(result.curve).tolist()]}
@@ -291,7 +300,7 @@ def _coverage_payload(args, model, dataset, test_name, layer, results, files, de
         "model": model.name, "model_fingerprint": model.fingerprint(), "dataset": dataset.name,
         "train_split": args.split, "train_inputs": first.provenance["train"]["images"], "testset": test_name,
         "test_inputs": first.provenance["test"].get("measured", first.provenance["test"]["images"]),
-        "layer": layer, "point": args.point, "m": args.m, "per_class": args.per_class,
+        "layer": layer, "point": args.point or "post", "m": args.m, "per_class": args.per_class,
         "route": args.route if args.per_class else None, "preset": args.preset, "seed": args.seed,
         "criteria": {key: _criterion_payload(r, list(dataset.class_names)) for key, r in results.items()},
         "state_files": files, "device": device, "seconds": round(seconds, 3),
@@ -314,6 +323,11 @@ def _amount(r: dict) -> str:
     return f"{r['percent']:.1f} % — {r['covered']:,} / {r['total']:,}"
 
 
+def _layer_amount(v: dict) -> str:
+    """'3 / 6' of a layer, with its percentage where it is defined."""
+    return f"{v['covered']:,} / {v['total']:,}" + (f" ({v['percent']:.1f} %)" if v["value"] is not None else "")
+
+
 def _combination_lines(idc: dict, indent: str) -> list[str]:
     if not idc["neurons"]:
         return [f"{indent}no important neurons (no correctly classified training inputs): IDC is undefined"]
@@ -334,6 +348,8 @@ def _combination_lines(idc: dict, indent: str) -> list[str]:
 
 
 def _coverage_text(p: dict) -> str:
+    from workbench.core.coverage.measure import PRESET_POINTS
+
     lines = [f"{p['model']} on {p['testset']} ({p['test_inputs']:,} test inputs); criteria fitted on "
              f"{p['dataset']}:{p['train_split']} ({p['train_inputs']:,} inputs); seed {p['seed']}"
              + (f"; per class (routed by {p['route']})" if p["per_class"] else "")]
@@ -345,7 +361,12 @@ def _coverage_text(p: dict) -> str:
         where = f"layer {r['layer'] if 'layer' in r else p['layer']}, m = {p['m']}" if r["name"] == "idc" else (
             f"layer {', '.join(r['layers'])}" if isinstance(r.get("layers"), list) else
             f"{p['preset']} preset, {r['neurons']:,} neurons" if "neurons" in r else "")
+        if "neurons" in r and r["point"] and r["point"] != PRESET_POINTS.get(p["preset"]):
+            where += f", {r['point']}-activation"
         lines.append(f"{key.upper():<{width}}{_amount(r)}" + (f"   ({where})" if where else ""))
+        if r["per_layer"] and len(r["per_layer"]) > 1:
+            lines.append("  per layer: " + ", ".join(f"{name} {_layer_amount(v)}"
+                                                     for name, v in r["per_layer"].items()))
         if r["name"] == "idc" and "classes" not in r:
             lines += _combination_lines(r, "  ")
         if r.get("per_class"):

@@ -30,6 +30,7 @@ from workbench.cli.common import (
     emit,
     error,
     load_model_and_data,
+    notify,
     parse_list,
     run_job,
     stats,
@@ -235,6 +236,7 @@ def cmd_fol(args) -> int:
     model, dataset = load_model_and_data(args)
     target = ProjectTarget(args.project, write=False)  # read for its test sets; fol stores nothing there
     source = _fol_source(args, dataset, target.project)
+    notes = notify(source["split"])
     attack = args.attack.lower()
     if attack not in ("none", *ATTACKS):
         raise error(f"Unknown attack {args.attack!r}.", "Use none, fgsm or pgd.")
@@ -292,7 +294,7 @@ def cmd_fol(args) -> int:
         "attack_success_rate": None if attacked is None else float((predicted != labels).mean()),
         "fol_linf": stats(fol), "fol_linf_negative": int((fol < 0).sum()),
         "grad_l2": stats(grad), "grad_l2_label": GRAD_L2_LABEL,
-        "clean_source": source.get("origin_name"), "csv": written, "device": device,
+        "clean_source": source.get("origin_name"), "csv": written, "notes": notes, "device": device,
         "seconds": round(time.monotonic() - started, 3),
     }
     what = {"none": "clean inputs (x' = x0, FOL∞ = ε‖g‖₁)", "fgsm": "FGSM adversarials", "pgd": "PGD adversarials"}

@@ -35,6 +35,7 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.hooks import own_thread, private_copy
 from workbench.core.importance import cache_key, dataset_identity
 from workbench.core.jobs import JobContext
+from workbench.core.store import reading
 
 ARTIFACT_KIND = "ablation"
 MODES = ("zero", "mean")
@@ -273,8 +274,13 @@ def ablation_check(ctx: JobContext, model, dataset, layer: str, important: Seque
     if project is not None:
         found = project.find_artifact(ARTIFACT_KIND, cache_key=key)
         if found is not None:
-            ctx.progress(total, total, "ablation (reused)")
-            return load_ablation(project, found)
+            try:
+                result = load_ablation(project, found)
+            except WorkbenchError as exc:  # damaged or not what an ablation result holds: run again
+                ctx.notice(f"{exc.message} The ablation is run again.")
+            else:
+                ctx.progress(total, total, "ablation (reused)")
+                return result
 
     shape = next(l.output_shape for l in catalogue if l.name == hooked)
     passes = 2 if mode == "mean" else 1
@@ -440,6 +446,15 @@ def load_ablation(project, name: str) -> AblationResult:
     """Read an ablation artifact back from a project."""
     artifact = project.load_artifact(name, ARTIFACT_KIND)
     how = artifact.provenance
+    with reading(artifact):
+        draws = artifact.numbers("random_accuracies", ndim=1)
+        artifact.numbers("random_neurons", ndim=2, length=len(draws))
+        artifact.numbers("random_activation_changes", ndim=1, length=len(draws))
+        artifact.numbers("important_neurons", ndim=1)
+        return _ablation_from(artifact, name, how)
+
+
+def _ablation_from(artifact, name: str, how: dict) -> AblationResult:
     return AblationResult(
         layer=how["layer"], m=len(how["important_neurons"]), mode=how["mode"], draws=int(how["draws"]),
         seed=int(how["seed"]), split=how["split"], inputs=int(how["inputs"]),

@@ -54,12 +54,14 @@ def find_evaluation(project, model: str, fingerprint: str, dataset: str, split: 
 def load_evaluation(project, name: str, class_names: list[str]) -> dict:
     """A stored evaluation, rebuilt into the shape `training.evaluate` returns (with `stored=True`)."""
     artifact = project.load_artifact(name, KIND)
-    confusion = np.asarray(artifact["confusion"], dtype=np.int64)
-    predictions = np.asarray(artifact["predictions"], dtype=np.int64)
+    confusion = np.asarray(artifact.numbers("confusion", ndim=2), dtype=np.int64)
     k = len(class_names)
     if confusion.shape != (k, k):
         raise WorkbenchError(f"The stored evaluation {name!r} has a {confusion.shape} confusion matrix, "
                              f"but the dataset has {k} classes.", "Evaluate the model again.")
+    predictions = np.asarray(artifact.numbers("predictions", ndim=1, length=int(confusion.sum())), dtype=np.int64)
+    if (confusion < 0).any() or len(predictions) and not 0 <= predictions.min() <= predictions.max() < k:
+        raise artifact.wrong_contents("its counts or predicted classes are out of range")
     totals = confusion.sum(axis=1)
     per_class = {c: (float(confusion[i, i] / totals[i]) if totals[i] else None) for i, c in enumerate(class_names)}
     how = artifact.provenance
@@ -87,8 +89,8 @@ def evaluate_stored(ctx, model, dataset, split="test", project=None, fingerprint
             try:
                 ctx.progress(0, 1, f"reading {found}")
                 return load_evaluation(project, found, list(dataset.class_names))
-            except WorkbenchError:
-                pass  # unreadable: evaluate again, replacing it
+            except WorkbenchError as exc:  # unreadable: evaluate again, replacing it
+                ctx.notice(f"{exc.message} The model is evaluated again.")
     result = evaluate(ctx, model, dataset, data)
     result["device"] = str(ctx.device)
     if project is not None and not project.read_only:

@@ -25,6 +25,7 @@ from workbench.core.activations import NeuronDefinition
 from workbench.core.errors import WorkbenchError
 from workbench.core.jobs import JobContext
 from workbench.core.sampling import seeded_sample
+from workbench.core.store import reading
 
 ARTIFACT_KIND = "importance"
 
@@ -185,10 +186,14 @@ def compute_importance(ctx: JobContext, model, dataset, layer: str | NeuronDefin
     if project is not None:
         found = project.find_artifact(ARTIFACT_KIND, cache_key=key, **({"per_class": True} if per_class else {}))
         if found is not None:
-            result = load_importance(project, found)
-            total = result.inputs
-            ctx.progress(total, total, "importance (reused)")
-            return result
+            try:
+                result = load_importance(project, found)
+            except WorkbenchError as exc:  # damaged or not what an importance result holds: computed again
+                ctx.notice(f"{exc.message} The relevance is computed again.")
+            else:
+                total = result.inputs
+                ctx.progress(total, total, "importance (reused)")
+                return result
 
     totals = class_totals = None  # sized by the first batch: neurons are channels or elements of the layer output
     counts = torch.zeros(num_classes, dtype=torch.int64, device=device)
@@ -249,10 +254,17 @@ def load_importance(project, name: str) -> ImportanceResult:
     artifact = project.load_artifact(name, ARTIFACT_KIND)
     how = artifact.provenance
     per_class = "per_class" in artifact.names
-    return ImportanceResult(
-        layer=how["layer"], definition=NeuronDefinition(**how["neuron_definition"]), rule=how["rule"],
-        totals=artifact["totals"], ranking=artifact["ranking"], counts=artifact["counts"], inputs=int(how["inputs"]),
-        class_names=list(how.get("class_names", [])),
-        per_class=artifact["per_class"] if per_class else None,
-        per_class_ranking=artifact["per_class_ranking"] if per_class else None,
-        artifact=name, reused=True, provenance=how)
+    with reading(artifact):
+        totals = artifact.numbers("totals", ndim=1)
+        counts = artifact.numbers("counts", ndim=1)
+        ranking = artifact.numbers("ranking", ndim=1, length=len(totals))
+        if len(ranking) and not np.array_equal(np.sort(ranking), np.arange(len(totals))):
+            raise artifact.wrong_contents("its ranking is not an order of the layer's neurons")
+        result = ImportanceResult(
+            layer=str(how["layer"]), definition=NeuronDefinition(**how["neuron_definition"]), rule=how["rule"],
+            totals=totals, ranking=ranking, counts=counts, inputs=int(how["inputs"]),
+            class_names=[str(c) for c in how.get("class_names", [])],
+            per_class=artifact.numbers("per_class", ndim=2, length=len(counts)) if per_class else None,
+            per_class_ranking=artifact.numbers("per_class_ranking", ndim=2, length=len(counts)) if per_class else None,
+            artifact=name, reused=True, provenance=how)
+    return result

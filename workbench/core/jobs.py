@@ -19,6 +19,7 @@ from workbench.core.errors import Cancelled
 
 ProgressCallback = Callable[[int, int, str], None]
 PartialCallback = Callable[[Any], None]
+NoticeCallback = Callable[[str], None]
 STAGE_SCALE = 1000  # progress steps of a job made of stages
 
 
@@ -53,14 +54,17 @@ def device_description(device) -> str:
 
 
 class JobContext:
-    """What a running job sees of the world: progress, partial results, cancellation, device."""
+    """What a running job sees of the world: progress, partial results, notices, cancellation, device."""
 
     def __init__(self, device: str = "auto", on_progress: ProgressCallback | None = None,
-                 on_partial: PartialCallback | None = None, cancel_event=None):
+                 on_partial: PartialCallback | None = None, cancel_event=None,
+                 on_notice: NoticeCallback | None = None):
         self._device_name = device
         self._device = None
         self._on_progress = on_progress
         self._on_partial = on_partial
+        self._on_notice = on_notice
+        self.notices: list[str] = []  # every notice of the job, its sub-steps' included
         # Any object with set() and is_set(): a worker process's job checks an event its parent sets.
         self._cancel = cancel_event if cancel_event is not None else threading.Event()
         self.started = time.monotonic()
@@ -99,6 +103,7 @@ class JobContext:
         """A context for a sub-step: same device and cancellation, but it reports nothing."""
         sub = JobContext(self._device_name)
         sub._device, sub._cancel = self._device, self._cancel
+        sub.notices, sub._on_notice = self.notices, self._on_notice  # a sub-step's notice is the job's
         return sub
 
     def stage(self, index: int, count: int, label: str = "") -> "JobContext":
@@ -119,6 +124,13 @@ class JobContext:
         """Hand out an intermediate result (a curve point, a heatmap row) for views to show."""
         if self._on_partial is not None:
             self._on_partial(result)
+
+    def notice(self, text: str) -> None:
+        """Tell the user something the job decided on their behalf (a damaged stored result computed
+        again): the CLI prints it on stderr, the window in its status bar and the job's record."""
+        self.notices.append(text)
+        if self._on_notice is not None:
+            self._on_notice(text)
 
 
 class InlineExecutor:

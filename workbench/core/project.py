@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ import numpy as np
 from workbench.core.errors import WorkbenchError
 from workbench.core.store import (
     Artifact,
+    atomic_path,
     disk_full_error,
     file_lock,
     flush_to_disk,
@@ -49,6 +51,8 @@ ARTIFACTS = "artifacts"
 #: A temporary file of an unknown writer this old is left over from a crash. A staged artifact names
 #: its writer's process instead, and is removed only once that process has gone.
 STALE_TEMP_S = 3600.0
+#: Provenance keys that name another artifact an artifact cannot be read without.
+NEEDED_ARTIFACTS = ("fit_artifact",)
 SECTIONS = (("datasets", list), ("models", list), ("testsets", list), ("artifacts", dict), ("gui", dict))
 
 T = TypeVar("T")
@@ -131,6 +135,33 @@ def _checked_settings(settings, path: Path) -> dict:
         settings.setdefault(key, default())
     _set_aside(settings)
     return settings
+
+
+
+def _check_layout(name: str, artifact, entry: dict) -> None:
+    """Refuse an artifact file whose arrays are not those the index recorded when it was saved (their
+    names, shapes and, for entries that record them, kinds of value): the file was changed or damaged
+    after it was indexed, and its contents cannot be trusted."""
+    shapes, types = entry.get("shapes"), entry.get("types", {})
+    if not isinstance(shapes, dict) or not isinstance(types, dict):
+        return  # an entry from before the index recorded them
+    for key, shape in shapes.items():
+        found = artifact.layout.get(key)
+        if found is None:
+            problem = f"its {key!r} array is missing"
+        elif not isinstance(shape, list) or list(found[0]) != shape:
+            problem = f"its {key!r} array is shaped {found[0]}, not as saved ({shape})"
+        elif key in types and _value_class(found[1]) != _value_class(str(types[key])):
+            problem = f"its {key!r} array holds other values than it was saved with"
+        else:
+            continue
+        raise WorkbenchError(f"The file of the stored {artifact.kind} result {name!r} is not as it was saved: "
+                             f"{problem}.", "It is computed again when next needed; or delete it.")
+
+
+def _value_class(kind: str) -> str:
+    """Numbers, text or other: what a reader can rely on an array to hold (int and float may convert)."""
+    return "number" if kind in "biuf" else "text" if kind in "USO" else kind
 
 
 def _entry_problem(section: str, entry) -> str:
@@ -382,7 +413,8 @@ class Project:
         record = provenance(kind=kind, **how)
         tmp = temporary_beside(target, f"pid{os.getpid()}.")  # names its writer: see `repair`
         entry = {"kind": kind, "file": file, "provenance": record,
-                 "shapes": {key: list(np.shape(value)) for key, value in arrays.items()}}
+                 "shapes": {key: list(np.shape(value)) for key, value in arrays.items()},
+                 "types": {key: np.asarray(value).dtype.kind for key, value in arrays.items()}}
         try:
             write_artifact_file(tmp, kind, arrays, record, name)
             flush_to_disk(tmp)
@@ -430,10 +462,12 @@ class Project:
         """Read an artifact back; with `kind`, refuse one of another kind."""
         if name not in self.settings["artifacts"]:
             raise WorkbenchError(f"The project has no result named {name!r}.", "It may have been deleted.")
-        artifact = read_artifact(self.artifact_path(self.settings["artifacts"][name]))
+        entry = self.settings["artifacts"][name]
+        artifact = read_artifact(self.artifact_path(entry))
         if kind is not None and artifact.kind != kind:
             raise WorkbenchError(f"Result {name!r} is a {artifact.kind} result, not a {kind} result.",
                                  f"Choose a {kind} result.")
+        _check_layout(name, artifact, entry)
         return artifact
 
     def find_artifact(self, kind: str, **match) -> str | None:
@@ -443,6 +477,45 @@ class Project:
             if "problem" not in entry and all(how.get(k) == v for k, v in match.items()):
                 return name
         return None
+
+    def artifact_files(self, name: str) -> list[Path]:
+        """The files artifact `name` is read from: its own, then those of the artifacts it needs (a
+        coverage result's fitted criterion). Every one is inside the project (`artifact_path`)."""
+        if name not in self.settings["artifacts"]:
+            raise WorkbenchError(f"The project has no result named {name!r}.", "It may have been deleted.")
+        entry = self.settings["artifacts"][name]
+        files = [self.artifact_path(entry)]
+        for key in NEEDED_ARTIFACTS:
+            other = entry.get("provenance", {}).get(key)
+            if isinstance(other, str) and other in self.settings["artifacts"]:
+                files.append(self.artifact_path(self.settings["artifacts"][other]))
+        return files
+
+    def needed_by(self, name: str) -> list[str]:
+        """The artifacts that cannot be read without artifact `name` (coverage results of a fit)."""
+        return [n for n, e in self.settings["artifacts"].items()
+                if any(e.get("provenance", {}).get(key) == name for key in NEEDED_ARTIFACTS)]
+
+    def export_artifact(self, name: str, folder: str | os.PathLike) -> list[Path]:
+        """Copy the files of artifact `name` (see `artifact_files`) into `folder`, each written under a
+        temporary name and renamed into place; returns the paths written."""
+        folder = Path(folder)
+        written = []
+        for source in self.artifact_files(name):
+            if not source.exists():
+                raise WorkbenchError(f"The file of {name!r} is missing: {source}.",
+                                     "Compute the result again, then export it.")
+            target = folder / source.name
+            try:
+                with atomic_path(target) as tmp:
+                    shutil.copyfile(source, tmp)
+            except OSError as exc:
+                if is_disk_full(exc):
+                    raise disk_full_error(folder, f"the copy of {name!r}") from exc
+                raise WorkbenchError(f"Cannot write {target}: {exc.strerror or exc}.",
+                                     "Choose a folder you can write to.") from exc
+            written.append(target)
+        return written
 
     def delete_artifact(self, name: str) -> None:
         self.ensure_writable()

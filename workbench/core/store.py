@@ -272,9 +272,11 @@ def flush_to_disk(path: str | os.PathLike) -> None:
 class Artifact:
     """An artifact read back: its kind, provenance and arrays (loaded on access)."""
 
-    def __init__(self, path: Path, kind: str, how: dict, names: list[str], name: str = ""):
+    def __init__(self, path: Path, kind: str, how: dict, names: list[str], name: str = "",
+                 layout: dict[str, tuple[tuple[int, ...], str]] | None = None):
         self.path, self.kind, self.provenance, self.names = path, kind, how, names
         self.name = name  # its name in the project, when the file records it
+        self.layout = layout or {}  # array name → (shape, dtype kind), read with the file's header
 
     def __getitem__(self, name: str) -> np.ndarray:
         import h5py
@@ -297,6 +299,44 @@ class Artifact:
         with h5py.File(self.path, "r") as f:
             return tuple(f[name].shape)
 
+    @property
+    def title(self) -> str:
+        return self.name or self.path.stem
+
+    def numbers(self, name: str, ndim: int | None = None, length: int | None = None) -> np.ndarray:
+        """Array `name` checked to hold finite-typed numbers (booleans count) of `ndim` dimensions and
+        `length` rows: a stored result whose contents do not fit raises a `WorkbenchError` naming it."""
+        if name not in self.names:
+            raise self.wrong_contents(f"it has no {name!r} array")
+        data = self[name]
+        if data.dtype.kind not in "biuf":
+            found = "text" if data.dtype.kind in "USO" else f"values of type {data.dtype}"
+            raise self.wrong_contents(f"its {name!r} array holds {found}, not numbers")
+        if ndim is not None and data.ndim != ndim:
+            raise self.wrong_contents(f"its {name!r} array has {data.ndim} dimensions, not {ndim}")
+        if length is not None and (data.ndim == 0 or len(data) != length):
+            raise self.wrong_contents(f"its {name!r} array has {len(data) if data.ndim else 0} rows, not {length}")
+        return data
+
+    def wrong_contents(self, what: str) -> WorkbenchError:
+        """The error for contents that do not fit the artifact's kind."""
+        return WorkbenchError(f"The stored {self.kind} result {self.title!r} does not hold what a {self.kind} "
+                              f"result holds: {what}.", "It is computed again when next needed; or delete it.")
+
+
+@contextmanager
+def reading(artifact: Artifact):
+    """Build an object from a stored result: a provenance field that is missing or of the wrong type,
+    or an array that does not fit another, raises a `WorkbenchError` naming the result instead of a
+    traceback, so the caller can compute it again."""
+    try:
+        yield
+    except WorkbenchError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        detail = f"no {exc.args[0]!r} field" if isinstance(exc, KeyError) and exc.args else str(exc)[:200]
+        raise artifact.wrong_contents(detail or type(exc).__name__) from exc
+
 
 def read_artifact(path: str | os.PathLike) -> Artifact:
     """Open an artifact, checking it is complete; a damaged file raises a `WorkbenchError` naming it."""
@@ -313,8 +353,10 @@ def read_artifact(path: str | os.PathLike) -> Artifact:
             if version > ARTIFACT_VERSION:
                 raise WorkbenchError(f"{path.name} was written by a newer workbench (format {version}).",
                                      "Update the workbench to open it.")
+            layout = {key: (tuple(f[key].shape), f[key].dtype.kind) for key in f.keys()
+                      if isinstance(f[key], h5py.Dataset)}
             return Artifact(path, str(f.attrs["kind"]), json.loads(f.attrs["provenance"]), list(f.keys()),
-                            str(f.attrs.get("name", "")))
+                            str(f.attrs.get("name", "")), layout)
     except WorkbenchError:
         raise
     except Exception as exc:

@@ -83,6 +83,9 @@ class TestSet(Split):
         self.ids = np.asarray(ids, dtype=str)
         self.columns = {k: v for k, v in (columns or {}).items()}
         self.class_names = class_names
+        #: What the user should be told about how the set was chosen (e.g. a dataset without a test split
+        #: stood in by the split it has); subsets keep their parent's notes.
+        self.notes: list[str] = []
         for key, column in self.columns.items():
             if len(column) != len(labels):
                 raise WorkbenchError(f"Column {key!r} of test set {name!r} has {len(column)} rows for "
@@ -104,8 +107,10 @@ class TestSet(Split):
         columns = {k: np.asarray(v)[indices] for k, v in self.columns.items() if k != "parent_index"}
         columns["parent_index"] = indices
         source = Source("subset", self.source.dataset, parent=self.name, rule=rule)
-        return TestSet(name or f"{self.name}[{rule}]", source, images, self.labels[indices], self.ids[indices],
-                       columns, self.class_names)
+        subset = TestSet(name or f"{self.name}[{rule}]", source, images, self.labels[indices], self.ids[indices],
+                         columns, self.class_names)
+        subset.notes = list(self.notes)
+        return subset
 
 
 # --- making test sets -------------------------------------------------------------------------------
@@ -282,18 +287,30 @@ def _is_dataset_name(name: str) -> bool:
     return name in {e.name for e in dataset_entries()} or name.startswith("torchvision:") or os.path.exists(name)
 
 
-def _foreign_split(other: Dataset, dataset: Dataset, split: str | None, label: str) -> str:
-    """The split of another dataset used as a test set; its classes must be the model's."""
+def _default_split(data: Dataset, label: str) -> tuple[str, str]:
+    """(split, note) of a dataset named without a split: its test split, or else the split it has, with a
+    note saying so (the note is empty for the test split)."""
+    if "test" in data.splits:
+        return "test", ""
+    split = next(iter(data.splits))
+    which = "the only one it has" if len(data.splits) == 1 else f"the first of {', '.join(data.splits)}"
+    return split, (f"test set {label!r} has no test split, so its {split} split ({len(data.split(split)):,} "
+                   f"inputs, {which}) is used; name it as {label}:{split} to choose the split yourself")
+
+
+def _foreign_split(other: Dataset, dataset: Dataset, split: str | None, label: str) -> tuple[str, str]:
+    """(split, note) of another dataset used as a test set; its classes must be the model's."""
     default = [str(i) for i in range(other.num_classes)]
     if other.class_names != default and other.class_names != list(dataset.class_names):
         raise WorkbenchError(f"Test set {label!r} has classes {', '.join(other.class_names[:6])}"
                              f"{', …' if other.num_classes > 6 else ''} ({other.num_classes}), but the model knows "
                              f"{', '.join(dataset.class_names[:6])}{', …' if dataset.num_classes > 6 else ''} "
                              f"({dataset.num_classes}).", "Use a test set labelled with the model's classes.")
+    note = ""
     if split is None:
-        split = "test" if "test" in other.splits else next(iter(other.splits))
+        split, note = _default_split(other, label)
     other.split(split)  # names the splits there are
-    return split
+    return split, note
 
 
 def resolve(project, text: str, dataset: Dataset | None = None, model=None, ctx=None,
@@ -332,16 +349,20 @@ def resolve(project, text: str, dataset: Dataset | None = None, model=None, ctx=
                                  + "a dataset name or path, or DATASET:SPLIT; add [rule] for a subset.")
     other = load_dataset(base, download=download)
     if dataset is None:
-        return from_split(other, split or "test", key=base)
+        split, note = (split, "") if split else _default_split(other, text)
+        testset = from_split(other, split, key=base)
+        return _named(testset, testset.name, note)
     if other is dataset or (other.recipe and other.recipe == dataset.recipe):
-        split = split or "test"
-        return _named(from_split(dataset, split), f"{dataset.name}:{split}")
-    split = _foreign_split(other, dataset, split, text)
-    return _named(from_split(other, split, key=base), text)
+        split, note = (split, "") if split else _default_split(dataset, text)
+        return _named(from_split(dataset, split), f"{dataset.name}:{split}", note)
+    split, note = _foreign_split(other, dataset, split, text)
+    return _named(from_split(other, split, key=base), text, note)
 
 
-def _named(testset: TestSet, name: str) -> TestSet:
+def _named(testset: TestSet, name: str, note: str = "") -> TestSet:
     testset.name = name
+    if note:
+        testset.notes.append(note)
     return testset
 
 

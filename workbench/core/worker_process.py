@@ -300,6 +300,8 @@ class ProcessExecutor:
                     pass
             elif kind == "partial":
                 ctx.partial(_loads(message[1], self._own, _receive_buffers(conn, message[2])))
+            elif kind == "notice":
+                ctx.notice(message[1])
             elif kind == "device":
                 if on_device is not None:
                     on_device(message[1])
@@ -441,7 +443,7 @@ def _run_one(conn, cancel, call, back) -> None:
 
     ctx = JobContext(device, on_progress=progress,
                      on_partial=lambda result: _send_pickled(conn, "partial", pickled=_dumps_back(result, back)),
-                     cancel_event=cancel)
+                     cancel_event=cancel, on_notice=lambda text: conn.send(("notice", text)))
     try:
         conn.send(("device", device_description(ctx.device)))
         if folder is None:

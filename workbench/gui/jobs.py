@@ -76,6 +76,7 @@ class JobRecord:
     view: str = ""  # the view that shows the result (double-clicking the job opens it)
     where: str = ""  # where a long job runs: the worker process, or this one (and why)
     saved: list[str] = field(default_factory=list)  # artifacts the job committed to the project
+    notices: list[str] = field(default_factory=list)  # what the job decided for the user (JobContext.notice)
     unsaved: list[str] = field(default_factory=list)  # results it could not store (read-only project)
 
     @property
@@ -103,6 +104,7 @@ class _Bridge(QObject):
     device = Signal(str, str)  # the device's description, where the job runs (a worker process)
     progress = Signal(int, int, str)
     partial = Signal(object)
+    notice = Signal(str)
     saved = Signal(list, list)  # artifacts committed, results that could not be stored (before finished)
     finished = Signal(object)
     failed = Signal(object, str)
@@ -148,6 +150,7 @@ class Job(QObject):
     device_known = Signal(str)
     progress = Signal(int, int, str)
     partial = Signal(object)
+    notice = Signal(str)
     finished = Signal(object)  # the job function's return value
     failed = Signal(object)  # the exception
     cancelled = Signal()
@@ -161,11 +164,13 @@ class Job(QObject):
         self.report_errors = True
         self.bridge = _Bridge(self)
         self._last_progress = 0.0
-        self.ctx = JobContext(device, on_progress=self._progress_from_worker, on_partial=self.bridge.partial.emit)
+        self.ctx = JobContext(device, on_progress=self._progress_from_worker, on_partial=self.bridge.partial.emit,
+                              on_notice=self.bridge.notice.emit)
         self.bridge.started.connect(self._on_started)
         self.bridge.device.connect(self._on_device)
         self.bridge.progress.connect(self._on_progress)
         self.bridge.partial.connect(self.partial)
+        self.bridge.notice.connect(self._on_notice)
         self.bridge.saved.connect(self._on_saved)
         self.bridge.finished.connect(self._on_finished)
         self.bridge.failed.connect(self._on_failed)
@@ -206,6 +211,10 @@ class Job(QObject):
     def _on_device(self, device: str, where: str) -> None:
         self.record.device, self.record.where = device, where
         self.device_known.emit(device)
+
+    def _on_notice(self, text: str) -> None:
+        self.record.notices.append(text)
+        self.notice.emit(text)
 
     def _on_saved(self, committed: list, unsaved: list) -> None:
         self.record.saved, self.record.unsaved = list(committed), list(unsaved)
@@ -256,6 +265,7 @@ class JobRunner(QObject):
     project_saved = Signal(object)  # a job that committed artifacts to the project
     job_forgotten = Signal(object)  # an old finished job dropped to bound memory (the panel drops its row)
     device_found = Signal(str)  # the first device description a job reported
+    job_notice = Signal(object, str)  # a job's notice to the user (the window's status bar shows it)
 
     def __init__(self, parent: QObject | None = None, long_jobs: str = THREAD):
         super().__init__(parent)
@@ -308,6 +318,7 @@ class JobRunner(QObject):
         job.started.connect(lambda: self.job_changed.emit(job))
         job.device_known.connect(lambda device: self._on_device(job, device))
         job.progress.connect(lambda *_: self.job_changed.emit(job))
+        job.notice.connect(lambda text: self.job_notice.emit(job, text))
         job.ended.connect(lambda: self._on_ended(job))
         self.jobs.append(job)
         self.job_added.emit(job)

@@ -79,4 +79,4 @@ def read_state(project, name: str) -> tuple[dict, dict]:
 
 def read_curve(project, name: str) -> np.ndarray:
     artifact = project.load_artifact(name)
-    return artifact["curve"] if "curve" in artifact.names else np.zeros((0, 3))
+    return artifact.numbers("curve", ndim=2) if "curve" in artifact.names else np.zeros((0, 3))

@@ -44,6 +44,8 @@ from workbench.core.layers import (
 )
 
 PRESETS = ("deepimportance", "nlc", "dnn-tip")
+#: The activation point each preset reads its layers at unless another is asked for.
+PRESET_POINTS = {"deepimportance": "post", "nlc": "pre", "dnn-tip": "post"}
 CONV_OR_DENSE = WEIGHTED_TYPES
 POOLING = ("MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d")
 
@@ -82,11 +84,15 @@ class CoverageResult:
 
 # --- layers ----------------------------------------------------------------------------------------
 
-def preset_layers(catalogue: list[LayerInfo], preset: str, layers=None) -> tuple[list[str], str, str]:
+def preset_layers(catalogue: list[LayerInfo], preset: str, layers=None,
+                  point: str | None = None) -> tuple[list[str], str, str]:
     """(layer names, activation point, conv neuron definition) of a classic-criteria preset
-    (docs/methods/classic-criteria.md#neurons-layers-and-presets)."""
+    (docs/methods/classic-criteria.md#neurons-layers-and-presets); `point` ("pre" or "post" the
+    activation) replaces the preset's own."""
     if preset not in PRESETS:
         raise WorkbenchError(f"Unknown preset {preset!r}.", f"Use one of {', '.join(PRESETS)}.")
+    if point is not None and point not in ("pre", "post"):
+        raise WorkbenchError(f"Activation point {point!r} is unknown.", "Use 'pre' or 'post'.")
     if layers:
         names = [layers] if isinstance(layers, str) else list(layers)
         known = [layer.name for layer in catalogue]  # a list: the valid layers are named in model order
@@ -99,7 +105,7 @@ def preset_layers(catalogue: list[LayerInfo], preset: str, layers=None) -> tuple
         names = [layer.name for layer in catalogue if layer.type in CONV_OR_DENSE]
     else:
         raise WorkbenchError("The dnn-tip preset measures the layers you name.", "Pass layers=[...].")
-    point = "pre" if preset == "nlc" else "post"
+    point = point or PRESET_POINTS[preset]
     conv_neuron = "element" if preset == "dnn-tip" else "channel-mean"
     return names, point, conv_neuron
 
@@ -192,7 +198,8 @@ def measure_coverage(ctx: JobContext, model, dataset, layer: str | NeuronDefinit
                      m: int = 6, seed: int = 0, project=None, per_class: bool = False, route: str = "label",
                      preset: str = "deepimportance", layers=None, options: dict | None = None,
                      rule="lrp-0", importance=None, batch_size: int = 500, curve_every: int = 100,
-                     test_indices=None, states: dict | None = None) -> dict[str, CoverageResult]:
+                     test_indices=None, states: dict | None = None,
+                     preset_point: str | None = None) -> dict[str, CoverageResult]:
     """Measure `criteria` (names, `Criterion` objects, or (key, criterion) pairs) on a test set.
 
     `model` is a `LoadedModel`, `dataset` a `Dataset`; `test_split` a split name of it or a `Split`
@@ -201,7 +208,9 @@ def measure_coverage(ctx: JobContext, model, dataset, layer: str | NeuronDefinit
     otherwise it is computed with `rule` (and reused from the project). `states` maps a criterion key
     to a saved criterion state (`Criterion.state_dict()`, e.g. from `artifacts.load_state_file`) whose
     fit is used instead of fitting; a state made for another model, layer, data or options is refused
-    by its recorded identity hash before any test input is measured. Returns {key: CoverageResult}.
+    by its recorded identity hash before any test input is measured. `preset_point` ("pre" or "post")
+    reads the preset's layers at that activation point instead of the preset's own (`PRESET_POINTS`);
+    the point of `layer` is its `NeuronDefinition`'s. Returns {key: CoverageResult}.
     """
     options = options or {}
     states = states or {}
@@ -228,8 +237,8 @@ def measure_coverage(ctx: JobContext, model, dataset, layer: str | NeuronDefinit
         raise WorkbenchError(f"The model has no layer {definition.layer!r}.",
                              f"Valid layers: {', '.join(info.name for info in catalogue)}.")
     entries = _build(criteria, options, dataset.num_classes, definition,
-                     lambda: preset_layers(catalogue, preset, layers), "dnn-tip" if preset == "dnn-tip" else "spec",
-                     m, seed, per_class, route)
+                     lambda: preset_layers(catalogue, preset, layers, preset_point),
+                     "dnn-tip" if preset == "dnn-tip" else "spec", m, seed, per_class, route)
     unknown = sorted(set(states) - {key for key, _, _ in entries})
     if unknown:
         raise WorkbenchError(f"A saved state was given for {', '.join(map(repr, unknown))}, which is not measured.",
@@ -277,17 +286,19 @@ def measure_coverage(ctx: JobContext, model, dataset, layer: str | NeuronDefinit
         result_key = _digest(fit_key, test_id, int(curve_every), kept)
         if project is not None:
             found = project.find_artifact(artifacts.RESULT_KIND, cache_key=result_key)
-            if found is not None:
-                state, how = artifacts.read_state(project, found)
+            stored = _stored_state(ctx, project, found, criterion, "measured again")
+            if stored is not None:
+                state, how, curve = stored
                 criterion.load_state_dict(state)
-                results[key] = _result(key, criterion, artifacts.read_curve(project, found), how, test_indices,
+                results[key] = _result(key, criterion, curve, how, test_indices,
                                        artifact=found, fit_artifact=how.get("fit_artifact"), reused=True)
                 continue
         found = project.find_artifact(artifacts.FIT_KIND, cache_key=fit_key) \
             if criterion.needs_fit and project is not None else None
-        if found is not None:
-            if key not in states:  # a given state is the same fit already
-                criterion.load_state_dict(artifacts.read_state(project, found)[0])
+        stored = _stored_state(ctx, project, found, criterion, "fitted again") if key not in states else None
+        if found is not None and (stored is not None or key in states):  # a given state is the same fit already
+            if stored is not None:
+                criterion.load_state_dict(stored[0])
             fit_names[key] = found
         elif key in states and criterion.needs_fit:
             given_fits.append((key, criterion, point))  # stored with the result, like a fit made here
@@ -444,6 +455,48 @@ def _test_pass(ctx, module, test: Split, indices, catalogue, entries, batch_size
         ctx.progress(done, total, "coverage: test inputs")
         ctx.partial(CoverageProgress(done, total, {key: c.coverage() for key, c, _ in entries}))
     return {key: np.asarray(points, dtype=np.float64).reshape(-1, 3) for key, points in curves.items()}
+
+
+
+def _stored_state(ctx: JobContext, project, found: str | None, criterion: Criterion, again: str):
+    """(state, provenance, curve) of stored coverage result or fit `found`, once it is known to load into
+    `criterion` (tried on a copy, so a state that does not fit leaves the criterion as it was); None
+    when there is none, or it is damaged or holds what this criterion cannot load (said as a notice)."""
+    if found is None:
+        return None
+    try:
+        state, how = artifacts.read_state(project, found)
+        curve = artifacts.read_curve(project, found)
+        _check_round_trip(found, criterion, state, curve)
+    except WorkbenchError as exc:
+        ctx.notice(f"{exc.message} The {criterion.name} criterion is {again}.")
+        return None
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        ctx.notice(f"The stored coverage result {found!r} does not hold what a {criterion.name} state holds "
+                   f"({str(exc)[:200] or type(exc).__name__}). The criterion is {again}.")
+        return None
+    return state, how, curve
+
+
+
+def _check_round_trip(found: str, criterion: Criterion, state: dict, curve: np.ndarray) -> None:
+    """A stored state fits `criterion` when a copy loads it and saves it back with the same arrays (none
+    missing, the same shapes, numbers still numbers), and a result's covered count is the one its growth
+    curve recorded when it was measured."""
+    trial = copy.deepcopy(criterion).load_state_dict(state)
+    echo = trial.state_dict()["arrays"]
+    stored = state["arrays"]
+    result = "cover" in state.get("meta", {})  # a result holds what was covered, a fit does not
+    expected = [key for key in echo if result or key.startswith("fit.")]
+    for key in expected:
+        back, value = echo[key], stored.get(key)
+        if value is None or np.shape(back) != np.shape(value) or \
+                (np.asarray(back).dtype.kind in "biuf") != (np.asarray(value).dtype.kind in "biuf"):
+            raise WorkbenchError(f"The stored coverage result {found!r} does not hold what a {criterion.name} "
+                                 f"state holds: its {key!r} array does not fit.", "It is measured again.")
+    if result and len(curve) and int(curve[-1, 1]) != trial.coverage().covered:
+        raise WorkbenchError(f"The stored coverage result {found!r} covers {trial.coverage().covered} items, but "
+                             f"recorded {int(curve[-1, 1])} when it was measured.", "It is measured again.")
 
 
 def _result(key, criterion, curve, how, test_indices, **extra) -> CoverageResult:

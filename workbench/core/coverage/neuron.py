@@ -111,6 +111,28 @@ class NeuronCriterion(Criterion):
         c = self._counts
         return c.reshape(1, -1) if c.ndim == 1 else c
 
+    # --- per layer ----------------------------------------------------------------------------------
+
+    #: How many items each neuron has (KMNC: its k sections, NBC: its two corners).
+    items_per_neuron = 1
+
+    def _covered_items(self) -> np.ndarray | None:
+        """(neurons,) how many of each neuron's items are covered; None where items are not per neuron."""
+        if self._counts is None:
+            return np.zeros(self.neurons, dtype=np.int64)
+        return (self._counts.reshape(-1) > 0).astype(np.int64)
+
+    def layer_coverage(self) -> dict[str, CoverageValue] | None:
+        """Covered and total items of each layer; they sum to `coverage()`'s counts."""
+        covered = self._covered_items()
+        if covered is None:
+            return None
+        out, start = {}, 0
+        for name, n in self.layer_sizes.items():
+            out[name] = CoverageValue.of(int(covered[start:start + n].sum()), n * self.items_per_neuron)
+            start += n
+        return out
+
 
 class NC(NeuronCriterion):
     """Neuron coverage (DeepXplore; docs/methods/classic-criteria.md#nc): a neuron is covered when some input's scaled value
@@ -272,6 +294,15 @@ class KMNC(_RangeCriterion):
         covered = 0 if self._counts is None else int(np.count_nonzero(self._counts))
         return CoverageValue.of(covered, self.neurons * self.k)
 
+    @property
+    def items_per_neuron(self) -> int:
+        return self.k
+
+    def _covered_items(self) -> np.ndarray:
+        if self._counts is None:
+            return np.zeros(self.neurons, dtype=np.int64)
+        return np.count_nonzero(self._counts, axis=1)
+
     def matrix(self) -> np.ndarray:
         return self._counts if self._counts is not None else np.zeros((self.neurons, self.k), dtype=np.int64)
 
@@ -320,6 +351,13 @@ class NBC(_Boundary):
     def coverage(self) -> CoverageValue:
         covered = 0 if self._counts is None else int(np.count_nonzero(self._counts))
         return CoverageValue.of(covered, 2 * self.neurons)
+
+    items_per_neuron = 2
+
+    def _covered_items(self) -> np.ndarray:
+        if self._counts is None:
+            return np.zeros(self.neurons, dtype=np.int64)
+        return np.count_nonzero(self._counts, axis=0)
 
     def matrix(self) -> np.ndarray:
         return self._counts if self._counts is not None else np.zeros((2, self.neurons), dtype=np.int64)
@@ -412,6 +450,9 @@ class TKNP(NeuronCriterion):
 
     def coverage(self) -> CoverageValue:
         return CoverageValue.of(len(self.patterns), None)
+
+    def _covered_items(self) -> None:
+        return None  # a pattern spans the layers: no layer has patterns of its own
 
     def matrix(self) -> np.ndarray:
         return self._pattern_counts.reshape(1, -1)

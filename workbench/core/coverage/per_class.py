@@ -116,6 +116,19 @@ class PerClass(Criterion):
         return CoverageValue(float(np.mean(fractions)) if fractions else None, covered,
                              sum(v.total for v in values))
 
+    def layer_coverage(self) -> dict[str, CoverageValue] | None:
+        """Each layer's coverage combined over the classes as `coverage()` combines them: summed counts and
+        the mean of the per-class fractions; None when the classes' criterion has no per-layer coverage."""
+        members = [m.layer_coverage() for m in self.members]
+        if any(per_layer is None for per_layer in members):
+            return None
+        out = {}
+        for name in dict.fromkeys(name for per_layer in members for name in per_layer):
+            values = [per_layer[name] for per_layer in members if name in per_layer and per_layer[name].total]
+            out[name] = CoverageValue(float(np.mean([v.fraction for v in values])) if values else None,
+                                      sum(v.covered for v in values), sum(v.total for v in values))
+        return out
+
     def matrix(self) -> np.ndarray:
         """(classes, 1) per-class coverage fractions (NaN where undefined); `model(c).matrix()` has the detail."""
         return np.array([[np.nan if v.fraction is None else v.fraction]

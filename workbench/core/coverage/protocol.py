@@ -227,6 +227,11 @@ class Criterion(ABC):
     def coverage(self) -> CoverageValue:
         """Covered and total items so far."""
 
+    def layer_coverage(self) -> dict[str, CoverageValue] | None:
+        """Covered and total items of each layer, in layer order, for a criterion whose items each belong
+        to one layer (their sums are `coverage()`'s counts); None for one whose items span the layers."""
+        return None
+
     def matrix(self) -> np.ndarray:
         """A 2-D array for views (its meaning is documented per criterion); optional for plugins."""
         raise self._unsupported("give a matrix for the views", "matrix()")

@@ -91,6 +91,12 @@ class FuzzResult:
         dtypes = {"seed_index": np.int64, "predicted_seed_label": np.int64, "adversarial_label": np.int64,
                   "grad_l2": np.float32, "fol_linf": np.float32, "inside_ball": bool, "dist_l2": np.float32,
                   "mutation": np.int64}
+        n = len(arrays["y"])
+        uneven = [k for k in ("x", *cls.ARRAY_KEYS) if np.ndim(arrays[k]) == 0 or len(arrays[k]) != n]
+        if uneven or np.ndim(arrays["x"]) != 4:
+            raise WorkbenchError(f"The stored fuzzing result's arrays do not fit together "
+                                 f"({', '.join(uneven) or 'x'} against {n} labels).",
+                                 "Run the fuzzer again to regenerate it.")
         return cls(np.asarray(arrays["x"], dtype=np.float32), np.asarray(arrays["y"], dtype=np.int64),
                    **{k: np.asarray(arrays[k], dtype=dtypes[k]) for k in cls.ARRAY_KEYS}, params=dict(params or {}))
 

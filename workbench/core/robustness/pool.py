@@ -72,11 +72,22 @@ class CandidatePool:
             raise WorkbenchError(f"Test set {artifact.path.stem!r} is not a candidate pool: it lacks "
                                  f"{', '.join(sorted(missing))}.",
                                  "Choose a pool made by `workbench attack` or the Robustness view.")
-        scores = {n[len("score_"):]: artifact[n] for n in artifact.names if n.startswith("score_")}
+        y = artifact.numbers("y", ndim=1)
+        n = len(y)
+        x = artifact.numbers("x", length=n)
+        probs = artifact.numbers("probs", ndim=2, length=n)
+        if x.ndim != 4:
+            raise artifact.wrong_contents(f"its images are shaped {x.shape}, not (N, C, H, W)")
+        if n and not 0 <= y.min() <= y.max() < probs.shape[1]:
+            raise artifact.wrong_contents("its labels are outside the classes of its probabilities")
+        attack = artifact["attack"]
+        if len(attack) != n:
+            raise artifact.wrong_contents(f"its 'attack' column has {len(attack)} rows, not {n}")
+        scores = {name[len("score_"):]: artifact.numbers(name, ndim=1, length=n)
+                  for name in artifact.names if name.startswith("score_")}
         params = {k: v for k, v in artifact.provenance.items() if k not in STORE_KEYS}
-        return cls(artifact["x"].astype(np.float32), artifact["y"].astype(np.int64),
-                   artifact["source_index"].astype(np.int64), np.asarray(artifact["attack"]).astype(str),
-                   scores, artifact["probs"], params)
+        return cls(x.astype(np.float32), y.astype(np.int64), artifact.numbers("source_index", ndim=1, length=n)
+                   .astype(np.int64), np.asarray(attack).astype(str), scores, probs, params)
 
 
 def score_candidates(ctx, model, images, labels, x0, eps: float, loss_mode: str = "logits",

@@ -13,6 +13,9 @@ import numpy as np
 from workbench.core.errors import WorkbenchError
 
 RUN_KIND = "robustness"
+# Fields of a run's rows that are drawn and averaged: a stored run must hold numbers there.
+NUMERIC_FIELDS = ("static_ae_accuracy", "adaptive_robust_accuracy", "clean_accuracy", "fol_mean", "budget_percent",
+                  "round", "seed", "selected")
 
 
 def rows_to_columns(rows: list[dict]) -> dict[str, np.ndarray]:
@@ -40,6 +43,18 @@ def load_run(project, name: str) -> dict:
     how = artifact.provenance
     if "rows" not in how:
         raise WorkbenchError(f"Result {name!r} holds no run rows.", "Run the experiment again.")
+    rows = how["rows"]
+    if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+        raise artifact.wrong_contents("its rows are not a list of records")
+    for row in rows:
+        if how.get("what") == "experiment" and "strategy" in row and not {"budget", "budget_percent", "seed"} <= set(row):
+            raise artifact.wrong_contents("a retraining row lacks its budget or seed")
+        bad = [key for key in NUMERIC_FIELDS if key in row and row[key] is not None
+               and (isinstance(row[key], bool) or not isinstance(row[key], (int, float)))]
+        if bad:
+            raise artifact.wrong_contents(f"its {', '.join(map(repr, bad))} values are not numbers")
+    if not isinstance(how.get("params", {}), dict):
+        raise artifact.wrong_contents("its parameters are not a record")
     return how
 
 

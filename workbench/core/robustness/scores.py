@@ -144,6 +144,96 @@ def most_uncertain_order(values: np.ndarray, score: str) -> np.ndarray:
     return np.argsort(key, kind="stable")
 
 
+def summary_statistics(values) -> dict:
+    """Summary of a score vector over its finite values: n, nonfinite, mean, sd, min, q05, q25, median, q75,
+    q95, max (None for each when no value is finite)."""
+    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    finite = v[np.isfinite(v)]
+    keys = ("mean", "sd", "min", "q05", "q25", "median", "q75", "q95", "max")
+    if not finite.size:
+        return {"n": 0, "nonfinite": int(v.size), **{k: None for k in keys}}
+    q = np.quantile(finite, [0.05, 0.25, 0.5, 0.75, 0.95])
+    return {"n": int(finite.size), "nonfinite": int(v.size - finite.size), "mean": float(finite.mean()),
+            "sd": float(finite.std()), "min": float(finite.min()), "q05": float(q[0]), "q25": float(q[1]),
+            "median": float(q[2]), "q75": float(q[3]), "q95": float(q[4]), "max": float(finite.max())}
+
+
+def uncertainty_summary(probs: np.ndarray, labels: np.ndarray, index: np.ndarray | None = None,
+                        ids: np.ndarray | None = None, top: int = 10, scores=None) -> dict:
+    """Each uncertainty score of inputs with softmax outputs `probs` (N×K) and ground truth `labels`:
+    its summary statistics and the `top` most uncertain inputs, most uncertain first (ties to the lower
+    row), each with its `index` (default its row), id, label, prediction and value
+    (docs/methods/fol-and-selection.md#uncertainty-scores).
+
+    Returns {"inputs", "accuracy", "scores": {name: {"most_uncertain_first": "descending"|"ascending",
+    "stats": …, "most_uncertain": [{"index", "id", "label", "prediction", "value"}, …]}}}.
+    """
+    probs = np.asarray(probs, dtype=np.float64)
+    labels = np.asarray(labels, dtype=np.int64).reshape(-1)
+    if probs.ndim != 2 or len(probs) != len(labels):
+        raise WorkbenchError(f"Softmax outputs of shape {probs.shape} do not fit {len(labels)} labels.",
+                             "Give one row of class probabilities per labelled input.")
+    if not len(probs):
+        raise WorkbenchError("There are no inputs to score.", "Choose a test set with inputs.")
+    index = np.arange(len(probs)) if index is None else np.asarray(index, dtype=np.int64)
+    if len(index) != len(probs) or (ids is not None and len(ids) != len(probs)):
+        raise WorkbenchError("The input indices or ids do not fit the softmax outputs.", "Give one per input.")
+    names = list(UNCERTAINTY_SCORES) if scores is None else [str(s) for s in scores]
+    if top < 0:
+        raise WorkbenchError(f"The number of most uncertain inputs must not be negative; got {top}.",
+                             "Ask for 0 or more.")
+    predicted = probs.argmax(axis=1)
+    out = {"inputs": len(probs), "accuracy": float(np.mean(predicted == labels)), "scores": {}}
+    for name in names:
+        if name not in UNCERTAINTY_SCORES:
+            raise WorkbenchError(f"Unknown uncertainty score {name!r}.",
+                                 f"Use one of: {', '.join(UNCERTAINTY_SCORES)}.")
+        values = UNCERTAINTY_SCORES[name](probs)
+        picked = most_uncertain_order(values, name)[:top]
+        out["scores"][name] = {
+            "most_uncertain_first": "descending" if MOST_UNCERTAIN_DESCENDING[name] else "ascending",
+            "stats": summary_statistics(values),
+            "most_uncertain": [{"index": int(index[i]), "id": None if ids is None else str(ids[i]),
+                                "label": int(labels[i]), "prediction": int(predicted[i]),
+                                "value": float(values[i])} for i in picked.tolist()]}
+    return out
+
+
+def softmax_probabilities(ctx, model, data, indices=None, batch_size: int = 256) -> np.ndarray:
+    """(N, K) float64 softmax of the model's outputs on `data` (a split or test set) at `indices` (default
+    every input), batch by batch without gradients on `ctx.device`; NaN or infinite outputs are refused,
+    naming the first input that gave them and whether its pixels were at fault."""
+    import torch
+
+    from workbench.core.training import check_scores
+
+    module = torch_module(model)
+    module.to(ctx.device).eval()
+    total = len(data) if indices is None else len(indices)
+    if total == 0:
+        raise WorkbenchError("There are no inputs to score.", "Choose a test set with inputs.")
+    what = getattr(data, "name", "the test set")
+    parts = []
+    ctx.progress(0, total, "softmax")
+    with torch.no_grad():
+        for start, x, _ in data.batches(batch_size, indices):
+            ctx.check()
+            logits = module(x.to(ctx.device))
+            check_scores(model, logits, len(x))
+            bad = ~torch.isfinite(logits).all(dim=1)
+            if bool(bad.any()):
+                row = int(bad.nonzero()[0])
+                first = start + row if indices is None else int(indices[start + row])
+                if not bool(torch.isfinite(x[row]).all()):
+                    raise WorkbenchError(f"{what} image {first} has NaN or infinite pixels.",
+                                         "Clean or re-export the test set; images must lie in [0, 1].")
+                raise WorkbenchError(f"The model returned NaN or infinite scores (first at {what} image {first}).",
+                                     "Check the model's weights and that inputs are images in [0, 1].")
+            parts.append(torch.softmax(logits.double(), dim=1).cpu().numpy())
+            ctx.progress(min(start + len(x), total), total, "softmax")
+    return np.concatenate(parts)
+
+
 # --- the batched job ---------------------------------------------------------------------------------
 
 def score_inputs(ctx, model, x_adv, labels, x0=None, eps: float | None = None, loss_mode: str = "logits",

@@ -14,9 +14,11 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from workbench.core.data import Dataset
+from workbench.core.errors import WorkbenchError
 from workbench.core.jobs import JobContext
 from workbench.core.model_io import LoadedModel
 from workbench.core.robustness.runs import latest_run
+from workbench.core.store import reading
 
 
 @dataclass
@@ -40,10 +42,9 @@ def pool_name(kind: str, model: str, eps: float, inputs: int | None, seed: int) 
     return f"{kind} {model} eps={eps:g} inputs={size} seed={seed}"
 
 
-def stored_pool(project, **match):
+def stored_pool(ctx: JobContext, project, **match):
     """(pool, name) of a stored pool whose provenance holds `match`; (None, None) when there is none,
-    or it is damaged."""
-    from workbench.core.errors import WorkbenchError
+    or it is damaged (said as a notice: the pool is built again)."""
     from workbench.core.robustness.pool import load_pool
 
     if project is None:
@@ -53,7 +54,8 @@ def stored_pool(project, **match):
         return None, None
     try:
         return load_pool(project, name), name
-    except WorkbenchError:  # damaged or foreign: make it again
+    except WorkbenchError as exc:  # damaged or foreign: make it again
+        ctx.notice(f"{exc.message} The pool is built again.")
         return None, None
 
 
@@ -95,8 +97,8 @@ def prepare_robustness(ctx: JobContext, model: LoadedModel, dataset: Dataset, ep
 
     fingerprint = model.fingerprint()
     common = {"model_fingerprint": fingerprint, "eps": eps, "seed_of_run": seed}
-    pool, pool_artifact = stored_pool(project, kind_of_pool="train", pool_inputs=pool_inputs, **common)
-    fp_test, fp_artifact = stored_pool(project, kind_of_pool="fp_test", **common)
+    pool, pool_artifact = stored_pool(ctx, project, kind_of_pool="train", pool_inputs=pool_inputs, **common)
+    fp_test, fp_artifact = stored_pool(ctx, project, kind_of_pool="fp_test", **common)
     setup = prepare(ctx.stage(0, 2, "pools and baseline"), model, dataset, eps, seed=seed, pool=pool,
                     fp_test=fp_test, pool_inputs=pool_inputs, report_subset=report_subset)
     if pool is None and project is not None:
@@ -133,8 +135,15 @@ def rejoin_fuzzer_tests(ctx: JobContext, base: RobustnessBase, dataset: Dataset,
               and entry["provenance"].get("model_fingerprint") == base.fingerprint]
     train = dataset.split("train")
     for name, entry in sorted(joined, key=lambda item: str(item[1]["provenance"].get("created", ""))):
-        stored = project.load_artifact(name)
-        tests = FuzzResult.from_arrays({key: stored[key] for key in stored.names}, entry["provenance"])
+        try:
+            stored = project.load_artifact(name)
+            with reading(stored):
+                tests = FuzzResult.from_arrays({key: stored[key] for key in stored.names}, entry["provenance"])
+            if len(tests) and not 0 <= tests.seed_index.min() <= tests.seed_index.max() < len(train):
+                raise stored.wrong_contents(f"its seeds are not among the {len(train):,} training images")
+        except WorkbenchError as exc:
+            ctx.notice(f"{exc.message} Its tests are left out of the pool.")
+            continue
         if len(tests):
             base = replace(join_fuzzer_tests(ctx, base, tests, train.numpy(tests.seed_index)), fuzz_tests=tests)
     return base

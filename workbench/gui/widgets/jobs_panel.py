@@ -165,8 +165,10 @@ class JobsPanel(QWidget):
         status = {QUEUED: self._waiting_text(job), RUNNING: r.message or "running"}.get(r.state, r.state)
         if r.state in (CANCELLED, FAILED) and r.message:
             status = f"{r.state}: {r.message}"
+        if r.state == DONE and r.notices:
+            status = f"done; {r.notices[-1]}"
         item.setText(4, status)
-        item.setToolTip(4, status)
+        item.setToolTip(4, "\n".join([status, *r.notices[:-1]]) if r.notices else status)
         color = OUTCOME_COLORS.get(r.state)
         item.setForeground(4, QColor(color) if color else self.palette().text())
         cancel = self.tree.itemWidget(item, 5)
