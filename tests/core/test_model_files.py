@@ -145,3 +145,35 @@ def test_nan_pixels_are_blamed_on_the_input_not_the_model(digits_model, digits):
     images[7, 0, 3, 3] = np.nan  # a stored test set that slipped past the loaders' checks
     with pytest.raises(WorkbenchError, match="image 7 has NaN or infinite pixels"):
         predict(JobContext("cpu"), digits_model, Split(images, np.zeros(20, np.int64)), what="the test set")
+
+
+def test_a_torchscript_model_is_said_plainly_to_work_for_outputs_but_not_for_layers(tmp_path, digits, digits_model):
+    """Every job that reads layers refuses a TorchScript model with the same statement and the state_dict
+    route; those that need only outputs and input gradients work with it."""
+    from workbench.core.ablation import ablation_check
+    from workbench.core.coverage import measure_coverage
+    from workbench.core.importance import compute_importance
+    from workbench.core.layers import layer_catalogue
+    from workbench.core.robustness.scores import score_inputs
+
+    path = tmp_path / "scripted.pt"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.jit.save(torch.jit.script(digits_model.module), path)
+    (tmp_path / "scripted.json").write_text(json.dumps({"input_shape": [1, 8, 8], "class_names": digits.class_names}))
+    model = load_model(path)
+    layer = next(name for name, m in digits_model.module.named_modules() if isinstance(m, nn.Linear))
+    ctx = JobContext("cpu")
+    for run in (lambda: layer_catalogue(model.module, (1, 8, 8)),
+                lambda: compute_importance(ctx, model, digits, layer),
+                lambda: measure_coverage(ctx, model, digits, layer, ["nc"]),
+                lambda: measure_coverage(ctx, model, digits, None, ["kmnc"]),
+                lambda: ablation_check(ctx, model, digits, layer, [0])):
+        with pytest.raises(WorkbenchError) as refused:
+            run()
+        assert "TorchScript" in refused.value.message and "state_dict" in refused.value.hint
+    assert evaluate(ctx, model, digits)["accuracy"] == evaluate(ctx, digits_model, digits)["accuracy"]
+    test = digits.split("test")
+    x = test.numpy(range(8))
+    scores = score_inputs(ctx, model, x, test.labels[:8], x0=x, eps=0.1)
+    assert scores["fol_linf"].shape == (8,)

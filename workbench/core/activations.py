@@ -16,7 +16,7 @@ import numpy as np
 from workbench.core.errors import WorkbenchError
 from workbench.core.hooks import own_thread
 from workbench.core.jobs import JobContext
-from workbench.core.layers import find_layer, layer_catalogue
+from workbench.core.layers import find_layer, is_scripted, layer_catalogue, scripted_model_error
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,10 @@ def stream_activations(ctx: JobContext, model, split, definitions: list[NeuronDe
     """Yield (start, {definition: (B, neurons) float32}, predictions) for each batch of `split`."""
     import torch
 
+    if is_scripted(model):
+        refused = scripted_model_error()
+        raise WorkbenchError(f"Activations of layer {', '.join(repr(d.layer) for d in definitions)} cannot be "
+                             f"captured. {refused.message}", refused.hint)
     catalogue = layer_catalogue(model, input_shape)
     modules = dict(model.named_modules())
     captured: dict[NeuronDefinition, torch.Tensor] = {}

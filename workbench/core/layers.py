@@ -16,6 +16,26 @@ WEIGHTED_TYPES = ("Conv1d", "Conv2d", "Conv3d", "Linear")
 ELEMENTWISE = ("ReLU", "LeakyReLU", "ELU", "GELU", "SiLU", "Sigmoid", "Tanh", "Softplus", "ReLU6", "Hardtanh")
 
 
+def scripted_model_error() -> WorkbenchError:
+    """What a TorchScript model can and cannot do here, said once for every command that reads layers.
+
+    A scripted module takes no Python forward hooks and hides its graph from torch.fx, so nothing that
+    reads a layer's activations or relevance can look inside it; its outputs and input gradients are
+    all that evaluation, attacks and the FOL and uncertainty scores need."""
+    return WorkbenchError(
+        "This is a TorchScript model: its layers cannot be read, so importance, coverage, ablation, "
+        "galleries and the coverage-greedy baseline cannot use it. Evaluation, attacks, FOL and the "
+        "uncertainty scores, selection and retraining work with it.",
+        "For the others, load its weights as a state_dict with their architecture (--model weights.pt "
+        "--arch NAME), or save the model with torch.export (.pt2).")
+
+
+def is_scripted(module) -> bool:
+    import torch
+
+    return isinstance(module, torch.jit.ScriptModule)
+
+
 @dataclass
 class LayerInfo:
     name: str
@@ -45,6 +65,8 @@ def layer_catalogue(module, input_shape: tuple[int, int, int]) -> list[LayerInfo
     """Every leaf layer in execution order with its output shape and neuron count."""
     import torch
 
+    if is_scripted(module):
+        raise scripted_model_error()
     leaves = [(n, m) for n, m in module.named_modules() if n and not list(m.children())]
     seen: list[tuple[str, object, tuple]] = []
     handles = []
@@ -53,10 +75,11 @@ def layer_catalogue(module, input_shape: tuple[int, int, int]) -> list[LayerInfo
             handles.append(m.register_forward_hook(own_thread(
                 lambda mod, inp, out, name=name: seen.append((name, mod, tuple(out.shape[1:])))
                 if isinstance(out, torch.Tensor) else None)))
-    except RuntimeError:  # TorchScript modules take no Python hooks
+    except RuntimeError as exc:  # a module that takes no Python hooks
         for h in handles:
             h.remove()
-        return [LayerInfo(n, type(m).__name__, (), 0, sum(p.numel() for p in m.parameters())) for n, m in leaves]
+        raise WorkbenchError(f"The model's layers cannot be read: {exc}",
+                             "Load its weights as a state_dict with their architecture instead.") from exc
     try:
         with torch.no_grad():
             weight = next(module.parameters(), None)  # dry-run on the model's own device and dtype

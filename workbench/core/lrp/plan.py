@@ -16,6 +16,7 @@ from torch import nn
 from torch.fx.node import map_aggregate
 
 from workbench.core.errors import WorkbenchError
+from workbench.core.layers import is_scripted, scripted_model_error
 from workbench.core.lrp.propagation import AffineOp
 from workbench.core.lrp.rules import LRP0, Composite, Epsilon
 
@@ -275,9 +276,8 @@ def sequential_plan(model: nn.Module, composite: Composite) -> tuple[list[Node],
 def fx_plan(model: nn.Module, composite: Composite) -> tuple[list[Node], int]:
     """Any other model through `torch.fx` symbolic tracing (residual networks;
     docs/methods/importance.md#layer-wise-relevance-propagation)."""
-    if isinstance(model, torch.jit.ScriptModule):
-        raise WorkbenchError("LRP cannot look inside a TorchScript model.",
-                             "Load the weights as a state_dict together with their architecture instead.")
+    if is_scripted(model):
+        raise scripted_model_error()
     try:
         graph = torch.fx.symbolic_trace(model).graph
     except Exception as exc:
