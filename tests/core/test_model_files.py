@@ -147,13 +147,14 @@ def test_nan_pixels_are_blamed_on_the_input_not_the_model(digits_model, digits):
         predict(JobContext("cpu"), digits_model, Split(images, np.zeros(20, np.int64)), what="the test set")
 
 
-def test_a_torchscript_model_is_said_plainly_to_work_for_outputs_but_not_for_layers(tmp_path, digits, digits_model):
-    """Every job that reads layers refuses a TorchScript model with the same statement and the state_dict
-    route; those that need only outputs and input gradients work with it."""
+def test_a_torchscript_model_is_said_plainly_to_work_for_outputs_not_for_layers_or_training(tmp_path, digits, digits_model):
+    """Every job that reads layers or trains refuses a TorchScript model with the same statement and the
+    state_dict route; those that need only outputs and input gradients work with it."""
     from workbench.core.ablation import ablation_check
     from workbench.core.coverage import measure_coverage
     from workbench.core.importance import compute_importance
     from workbench.core.layers import layer_catalogue
+    from workbench.core.robustness.retraining import fine_tune
     from workbench.core.robustness.scores import score_inputs
 
     path = tmp_path / "scripted.pt"
@@ -168,7 +169,8 @@ def test_a_torchscript_model_is_said_plainly_to_work_for_outputs_but_not_for_lay
                 lambda: compute_importance(ctx, model, digits, layer),
                 lambda: measure_coverage(ctx, model, digits, layer, ["nc"]),
                 lambda: measure_coverage(ctx, model, digits, None, ["kmnc"]),
-                lambda: ablation_check(ctx, model, digits, layer, [0])):
+                lambda: ablation_check(ctx, model, digits, layer, [0]),
+                lambda: fine_tune(ctx, model, digits.split("train"), epochs=1)):
         with pytest.raises(WorkbenchError) as refused:
             run()
         assert "TorchScript" in refused.value.message and "state_dict" in refused.value.hint

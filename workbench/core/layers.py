@@ -17,15 +17,16 @@ ELEMENTWISE = ("ReLU", "LeakyReLU", "ELU", "GELU", "SiLU", "Sigmoid", "Tanh", "S
 
 
 def scripted_model_error() -> WorkbenchError:
-    """What a TorchScript model can and cannot do here, said once for every command that reads layers.
+    """What a TorchScript model can and cannot do here, said once for every job that cannot use it.
 
     A scripted module takes no Python forward hooks and hides its graph from torch.fx, so nothing that
-    reads a layer's activations or relevance can look inside it; its outputs and input gradients are
-    all that evaluation, attacks and the FOL and uncertainty scores need."""
+    reads a layer's activations or relevance can look inside it, and a copy of it cannot be fine-tuned;
+    its outputs and input gradients are all that evaluation, attacks and the FOL and uncertainty
+    scores need."""
     return WorkbenchError(
-        "This is a TorchScript model: its layers cannot be read, so importance, coverage, ablation, "
-        "galleries and the coverage-greedy baseline cannot use it. Evaluation, attacks, FOL and the "
-        "uncertainty scores, selection and retraining work with it.",
+        "This is a TorchScript model: it can be run and differentiated, but not looked inside or trained "
+        "here, so importance, coverage, ablation, galleries, the coverage-greedy baseline and retraining "
+        "cannot use it. Evaluation, attacks, FOL, the uncertainty scores and selection by them work with it.",
         "For the others, load its weights as a state_dict with their architecture (--model weights.pt "
         "--arch NAME), or save the model with torch.export (.pt2).")
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.hooks import private_copy
+from workbench.core.layers import is_scripted, scripted_model_error
 from workbench.core.model_io import LoadedModel
 from workbench.core.training import run_epoch
 
@@ -128,6 +129,8 @@ def fine_tune(ctx, model: LoadedModel, train, added_images=None, added_labels=No
     """
     import torch
 
+    if is_scripted(model.module):  # its parameters are not leaves an optimiser can update
+        raise scripted_model_error()
     settings = get_preset(preset)
     epochs = settings.epochs if epochs is None else int(epochs)
     lr = settings.lr if lr is None else float(lr)
