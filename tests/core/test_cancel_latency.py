@@ -87,3 +87,40 @@ def test_idc_checks_before_every_k_means_fit():
     assert len(calls) == 2  # stopped at the second fit, not after all nine
     idc.finish_fit()  # and a fit nobody cancels still runs
     assert idc.fitted and len(idc.clusters) == 3
+
+
+class CancellingSplit(Split):
+    """A split that records how many inputs each read of its images takes and cancels the job at the first."""
+
+    def __init__(self, images, labels, ctx: JobContext, reads: list):
+        super().__init__(images, labels)
+        self.ctx, self.reads = ctx, reads
+
+    def tensor(self, index=None):
+        out = super().tensor(index)
+        if len(out) > 2:
+            self.reads.append(len(out))
+            self.ctx.cancel()
+        return out
+
+
+def test_relevance_and_attacks_on_a_huge_batch_stop_after_one_bounded_piece():
+    """Asked for one batch of 12,288 inputs, relevance and the attacks read a bounded piece and stop."""
+    from workbench.core.data import Dataset, DatasetCard, step_batch
+    from workbench.core.importance import LRP_PASSES, compute_importance
+    from workbench.core.robustness.attacks import PGD_STEPS, attack_split
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 16), torch.nn.ReLU(), torch.nn.Linear(16, 10))
+    model = LoadedModel(net.eval(), ModelInfo(name="n", source="test", format="module", input_shape=(1, 8, 8)))
+    big = _big_split()
+    for run, passes in ((lambda ctx, split: compute_importance(
+                            ctx, model, Dataset("big", [str(c) for c in range(10)], {"train": split},
+                                                DatasetCard("big", "test", "-")), "1", batch_size=len(split)),
+                         LRP_PASSES),
+                        (lambda ctx, split: attack_split(ctx, model, split, 0.1, batch_size=len(split)),
+                         PGD_STEPS + 2)):
+        ctx, reads = JobContext("cpu"), []
+        with pytest.raises(Cancelled):
+            run(ctx, CancellingSplit(big.images, big.labels, ctx, reads))
+        assert reads == [step_batch(len(big), passes)] and reads[0] < STEP_INPUTS  # one piece, then the cancel

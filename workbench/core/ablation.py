@@ -31,6 +31,7 @@ from typing import Sequence
 import numpy as np
 
 from workbench.core.activations import NeuronDefinition, hook_point, neuron_values
+from workbench.core.data import step_batch
 from workbench.core.errors import WorkbenchError
 from workbench.core.hooks import own_thread, private_copy
 from workbench.core.importance import cache_key, dataset_identity
@@ -297,7 +298,7 @@ def ablation_check(ctx: JobContext, model, dataset, layer: str, important: Seque
             correct = np.zeros(len(conditions), dtype=np.int64)
             changes = np.zeros(len(conditions), dtype=np.float64)
             baseline_correct, done = 0, 0
-            for _, x, y in data.batches(batch_size, indices):
+            for _, x, y in data.batches(step_batch(batch_size, len(conditions) + 1), indices):
                 ctx.check()
                 y = y.to(device)
                 ablator.load(x.to(device, dtype))
@@ -418,7 +419,7 @@ def _mean_values(ctx, module, data, indices, batch_size, hooked_module, definiti
     handle = hooked_module.register_forward_hook(own_thread(
         lambda mod, inputs, output: grab.__setitem__("values", neuron_values(output, definition.conv_neuron))))
     try:
-        for _, x, _ in data.batches(batch_size, indices):
+        for _, x, _ in data.batches(step_batch(batch_size), indices):
             ctx.check()
             module(x.to(device, dtype))
             values = grab["values"].to(torch.float64)

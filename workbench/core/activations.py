@@ -13,6 +13,7 @@ from typing import Iterator
 
 import numpy as np
 
+from workbench.core.data import STEP_INPUTS
 from workbench.core.errors import WorkbenchError
 from workbench.core.hooks import own_thread
 from workbench.core.jobs import JobContext
@@ -50,7 +51,6 @@ def hook_point(catalogue, definition: NeuronDefinition) -> str:
     return layer.activation if definition.point == "post" and layer.activation else definition.layer
 
 
-STEP_INPUTS = 4096  # the most inputs one forward pass takes; larger batches run in pieces of this size
 
 
 def stream_activations(ctx: JobContext, model, split, definitions: list[NeuronDefinition],

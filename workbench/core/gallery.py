@@ -28,9 +28,10 @@ from pathlib import Path
 import numpy as np
 
 from workbench.core.activations import NeuronDefinition, hook_point, neuron_values
+from workbench.core.data import step_batch
 from workbench.core.errors import WorkbenchError
 from workbench.core.hooks import own_thread
-from workbench.core.importance import neuron_relevance
+from workbench.core.importance import LRP_PASSES, neuron_relevance
 from workbench.core.jobs import JobContext
 from workbench.core.store import atomic_path, write_json
 
@@ -232,7 +233,7 @@ def neuron_gallery(ctx: JobContext, model, dataset, layer: str | NeuronDefinitio
     by_relevance, by_activation = _RunningTop(int(k)), _RunningTop(int(k))
     done = 0
     ctx.progress(0, total, "gallery")
-    for start, x, y in data.batches(batch_size, indices):
+    for start, x, y in data.batches(step_batch(batch_size, LRP_PASSES), indices):
         ctx.check()
         result = reader.explainer.explain(x, layers=[definition.layer], to_input=False)
         if result.logits.shape[1] != dataset.num_classes:

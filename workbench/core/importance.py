@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from workbench.core.activations import NeuronDefinition
+from workbench.core.data import step_batch
 from workbench.core.errors import WorkbenchError
 from workbench.core.jobs import JobContext
 from workbench.core.sampling import seeded_sample
@@ -138,6 +139,9 @@ def neuron_relevance(R, conv_neuron: str):
     return R.flatten(1)
 
 
+LRP_PASSES = 3  # what one input's relevance costs, in forward passes (a forward and the backward of relevance)
+
+
 def compute_importance(ctx: JobContext, model, dataset, layer: str | NeuronDefinition, rule="lrp-0",
                        per_class: bool = False, batch_size: int = 256, project=None, *, split: str = "train",
                        max_inputs: int | None = None, seed: int = 0) -> ImportanceResult:
@@ -200,7 +204,7 @@ def compute_importance(ctx: JobContext, model, dataset, layer: str | NeuronDefin
     total = len(data) if indices is None else len(indices)
     done = 0
     ctx.progress(0, total, "importance")
-    for _, x, y in data.batches(batch_size, indices):
+    for _, x, y in data.batches(step_batch(batch_size, LRP_PASSES), indices):
         ctx.check()
         y = y.to(device)
         relevance = explainer.explain(x, layers=[definition.layer], to_input=False,

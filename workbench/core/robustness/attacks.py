@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from workbench.core.data import step_batch
 from workbench.core.errors import WorkbenchError
 from workbench.core.robustness.scores import (
     check_eval,
@@ -170,6 +171,7 @@ def attack_split(ctx, model, split, eps: float, attacks=ATTACKS, seed: int = 0, 
     attempted = {name: 0 for name in attacks}
     succeeded = {name: 0 for name in attacks}
     ctx.progress(0, n, "attacks")
+    batch_size = step_batch(batch_size, PGD_STEPS + 2)  # the cancel is checked before each attack of a batch
     for start, xb, yb in split.batches(batch_size, indices):
         xb, yb = xb.to(device), yb.to(device)
         for k, name in enumerate(attacks):

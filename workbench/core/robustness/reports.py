@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from workbench.core.data import step_batch
 from workbench.core.errors import WorkbenchError
-from workbench.core.robustness.attacks import check_eps, pgd, random_start
+from workbench.core.robustness.attacks import PGD_STEPS, check_eps, pgd, random_start
 from workbench.core.robustness.scores import (
     check_finite_logits,
     fol_linf,
@@ -61,7 +62,7 @@ def adaptive_attack(ctx, model, split, eps: float, indices: np.ndarray, seed: in
     module.to(ctx.device).eval()
     generator = torch.Generator(device=ctx.device).manual_seed(int(seed))
     robust, clean_ok, fol = [], [], []
-    for _, xb, yb in split.batches(batch_size, indices):
+    for _, xb, yb in split.batches(step_batch(batch_size, PGD_STEPS + 4), indices):
         ctx.check()
         xb, yb = xb.to(ctx.device), yb.to(ctx.device)
         adv = pgd(module, xb, yb, eps, start=random_start(xb, eps, generator))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from workbench.core.data import step_batch
 from workbench.core.errors import WorkbenchError
 
 LOSS_MODES = ("logits", "keras_compat")
@@ -216,7 +217,7 @@ def softmax_probabilities(ctx, model, data, indices=None, batch_size: int = 256)
     parts = []
     ctx.progress(0, total, "softmax")
     with torch.no_grad():
-        for start, x, _ in data.batches(batch_size, indices):
+        for start, x, _ in data.batches(step_batch(batch_size), indices):
             ctx.check()
             logits = module(x.to(ctx.device))
             check_scores(model, logits, len(x))
@@ -272,6 +273,7 @@ def score_inputs(ctx, model, x_adv, labels, x0=None, eps: float | None = None, l
     parts = {k: [] for k in keys}
     total = len(x_adv)
     ctx.progress(0, total, "scores")
+    batch_size = step_batch(batch_size, 3)  # a forward and an input gradient per input
     for start in range(0, total, batch_size):
         xb = x_adv[start:start + batch_size].to(device)
         yb = labels[start:start + batch_size].to(device)
