@@ -382,3 +382,22 @@ def test_split_batches_cover_everything_in_order(digits):
     (_, x, y), = list(split.batches(10, indices=idx))
     np.testing.assert_array_equal(x.numpy(), split.numpy()[idx])
     np.testing.assert_array_equal(y.numpy(), split.labels[idx])
+
+
+def test_a_file_or_folder_dataset_has_one_name_before_and_after_loading(tmp_path):
+    """The name shown before a dataset is loaded (a reopened project's list) is the one it has loaded."""
+    import h5py
+    from PIL import Image
+
+    from workbench.core.dataset_files import dataset_name, load_path
+
+    x = np.random.default_rng(0).integers(0, 256, (4, 8, 8)).astype(np.uint8)
+    y = np.array([0, 1, 0, 1])
+    np.savez(tmp_path / "my_fashion_1k.npz", x=x, y=y)
+    with h5py.File(tmp_path / "scans.v2.h5", "w") as f:
+        f["x"], f["y"] = x, y
+    for label in ("cat", "dog"):
+        (tmp_path / "pets.2026" / label).mkdir(parents=True)
+        Image.fromarray(x[0]).save(tmp_path / "pets.2026" / label / "a.png")
+    for path, name in (("my_fashion_1k.npz", "my_fashion_1k"), ("scans.v2.h5", "scans.v2"), ("pets.2026", "pets.2026")):
+        assert dataset_name(tmp_path / path) == load_path(tmp_path / path).name == name

@@ -423,3 +423,15 @@ def test_difference_pictures_are_centred_on_white_with_symmetric_levels():
     assert zero == 0 and np.all(same == same[0, 0])
     assert format_elapsed(12.34) == "12.3 s" and format_elapsed(3725) == "1 h 02 min"
     assert progress_text(1, 1, 0.5) == "1 test from 1 seed, 0.5 s"
+
+
+def test_the_clean_test_set_is_explained_as_the_reports_subset():
+    from types import SimpleNamespace
+
+    from workbench.gui.views.robustness_report import clean_test_text
+
+    def setup(test, subset):
+        return SimpleNamespace(report_subset=subset, dataset=SimpleNamespace(split=lambda name: [0] * test))
+
+    assert "seeded 1,000 of the 10,000 test images" in clean_test_text(setup(10_000, 1000))
+    assert "all 800 test images" in clean_test_text(setup(800, 1000))

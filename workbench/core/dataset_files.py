@@ -39,6 +39,13 @@ def load_path(path: str | os.PathLike) -> Dataset:
                          "Give a folder of IDX files or class sub-folders, a .npz or a .h5 file.")
 
 
+def dataset_name(path: str | os.PathLike) -> str:
+    """The name a dataset read from `path` goes by, before and after it is loaded: a folder's name, a
+    file's name without its extension (my_fashion_1k.npz → my_fashion_1k)."""
+    p = Path(path)
+    return p.name if p.is_dir() or p.suffix.lower() not in (".npz", ".h5", ".hdf5") else p.stem
+
+
 def _class_names(stored, labels: list[np.ndarray]) -> list[str]:
     """The stored names, or "0", "1", … up to the largest label (bounded by `as_labels`)."""
     names = class_names_from(stored)
@@ -52,7 +59,7 @@ def _make(path: Path, parts: dict[str, tuple], class_names, title: str) -> Datas
     labels = {k: as_labels(y, what=f"{path.name} {k} labels") for k, (_, y) in parts.items()}
     names = _class_names(class_names, list(labels.values()))
     splits = {k: Split(x, labels[k]) for k, (x, _) in parts.items()}
-    return Dataset(path.stem, names, splits, DatasetCard(title, str(path), "as given by the user"),
+    return Dataset(dataset_name(path), names, splits, DatasetCard(title, str(path), "as given by the user"),
                    recipe={"path": str(path)})
 
 
@@ -80,7 +87,7 @@ def load_idx_folder(folder: Path) -> Dataset:
     names = _class_names(None, [s.labels for s in splits.values()])
     if len(names) == 10 and "fashion" in folder.name.lower():
         names = FASHION_CLASSES
-    return Dataset(folder.name, names, splits, DatasetCard(folder.name, str(folder), "as given by the user"),
+    return Dataset(dataset_name(folder), names, splits, DatasetCard(folder.name, str(folder), "as given by the user"),
                    recipe={"path": str(folder)})
 
 

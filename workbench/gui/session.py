@@ -169,10 +169,13 @@ class Session(QObject):
                                   report_errors=True, view="data")
 
     def dataset_title(self, spec: str) -> str:
-        """A short name for a dataset spec: the registry name, or a path's file name."""
+        """A short name for a dataset spec: the registry name, or the name a file or folder's dataset
+        goes by (the same before it is loaded as after)."""
+        from workbench.core.dataset_files import dataset_name
+
         if spec in self.datasets:
             return self.datasets[spec].name
-        return Path(spec).name if os.sep in spec else spec
+        return dataset_name(spec) if os.sep in spec else spec
 
     def add_dataset(self, spec: str, download: bool = False) -> Job | None:
         """Load a dataset (a registry name or a path) and add it to the project when it loads."""

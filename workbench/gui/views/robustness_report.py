@@ -25,7 +25,17 @@ def baseline_text(setup) -> str:
             f"{len(setup.selectable):,} selectable, {len(setup.heldout):,} held out for checkpointing; "
             f"fp_test {len(setup.fp_test):,}. Original model: clean {100 * b['clean_accuracy']:.1f} %, "
             f"static AE {100 * (static or 0):.1f} %, adaptive PGD {100 * b['adaptive_robust_accuracy']:.1f} %, "
-            f"mean FOL∞ {b['fol_mean']:.3g}.")
+            f"mean FOL∞ {b['fol_mean']:.3g}. {clean_test_text(setup)}")
+
+
+def clean_test_text(setup) -> str:
+    """What the histogram's "clean test" set is: the reports' seeded subset, not the whole test split."""
+    test = len(setup.dataset.split("test"))
+    shown = min(setup.report_subset, test)
+    if shown >= test:
+        return f"“clean test” is the FOL∞ of all {test:,} test images."
+    return (f"“clean test” is the FOL∞ of a seeded {shown:,} of the {test:,} test images: the subset every "
+            "robustness report attacks with PGD-10, so the histograms compare like with like.")
 
 
 def selection_text(chosen, picked) -> str:
