@@ -99,6 +99,8 @@ def main() -> int:
     parser.add_argument("--views", default=",".join(VIEWS), help="views to open, in order")
     parser.add_argument("--long-jobs", choices=("process", "thread"), default="process",
                         help="where long jobs run (default: a worker process, as in the application)")
+    parser.add_argument("--profile", action="store_true",
+                        help="profile the UI thread while the views compute and print where its time went")
     args = parser.parse_args()
 
     from PySide6.QtWidgets import QApplication
@@ -122,6 +124,12 @@ def main() -> int:
     rows = [("start-up", probe.stop())]
     pauses = {"start-up": collector.take()}
     notes = []
+    profiler = None
+    if args.profile:
+        import cProfile
+
+        profiler = cProfile.Profile()  # the UI thread only: workers' threads and processes are not seen
+        profiler.enable()
     for name in args.views.split(","):
         probe.start()
         window.show_view(name)
@@ -148,6 +156,12 @@ def main() -> int:
             pump_until(app, idle, args.seconds)
             rows.append(("robustness: quick comparison", probe.stop()))
             pauses["robustness: quick comparison"] = collector.take()
+    if profiler is not None:
+        import pstats
+
+        profiler.disable()
+        print("UI thread, functions by cumulative time (the event loop's own waiting excluded):")
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(r"workbench|pyqtgraph", 40)
     placements = sorted({(job.name, job.record.where) for job in window.runner.jobs if job.record.lane == "long"})
     window.runner.shutdown()
     window.close()

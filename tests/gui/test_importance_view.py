@@ -163,6 +163,8 @@ def test_input_inspector_shows_the_overlay_and_relevance_per_neuron(qtbot, impor
     qtbot.waitUntil(lambda: inspector.explanation.index == 3 and idle(window), timeout=30000)
     inspector.choose("test", 7)
     assert window.selection.input == ("test", 7)
+    # Until image 7's explanation comes, the heading names the image asked for, as the index box does.
+    assert inspector.explanation.index == 3 and inspector.title.text() == "Test image #7: explaining…"
     qtbot.waitUntil(lambda: inspector.explanation is not None and inspector.explanation.index == 7 and idle(window),
                     timeout=30000)
     explanation = inspector.explanation

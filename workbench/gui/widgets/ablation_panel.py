@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from workbench.core.ablation import CLEAR_DRAWS
 from workbench.gui.colors import MARKED, UNMARKED
+from workbench.gui.plot_style import cache_axes
 from workbench.gui.widgets.empty_state import MessageOrContent
 
 
@@ -52,7 +53,7 @@ class AblationPanel(QWidget):
         self.verdict.linkActivated.connect(lambda _: self.more_draws_requested.emit(CLEAR_DRAWS))
         self.plot_widget = pg.PlotWidget()
         self.plot_widget.setMinimumHeight(100)
-        plot = self.plot = self.plot_widget.getPlotItem()
+        plot = self.plot = cache_axes(self.plot_widget.getPlotItem())
         plot.setMenuEnabled(False)
         plot.setMouseEnabled(False, False)
         plot.hideButtons()

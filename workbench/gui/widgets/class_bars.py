@@ -6,6 +6,7 @@ import numpy as np
 import pyqtgraph as pg
 
 from workbench.gui.colors import class_color
+from workbench.gui.plot_style import cache_axes
 
 
 class ClassBars(pg.PlotWidget):
@@ -13,7 +14,7 @@ class ClassBars(pg.PlotWidget):
 
     def __init__(self, parent=None, axis_title: str = "Accuracy (%)"):
         super().__init__(parent)
-        self.plot = self.getPlotItem()
+        self.plot = cache_axes(self.getPlotItem())
         self.plot.setMenuEnabled(False)
         self.plot.setMouseEnabled(False, False)
         self.plot.hideButtons()

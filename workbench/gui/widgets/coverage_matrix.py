@@ -26,6 +26,7 @@ from workbench.gui.colors import (
     NEVER_COVERABLE,
     UNCOVERED,
 )
+from workbench.gui.plot_style import cache_axes
 from workbench.gui.widgets.neuron_bars import ReadoutItem
 
 MIN_GRID_PX = 6  # cells narrower than this get no separating lines: they would hide the colours
@@ -70,7 +71,7 @@ class CoverageMatrix(pg.GraphicsLayoutWidget):
         self.ci.setContentsMargins(6, 6, 6, 6)
         self.ci.setSpacing(2)
 
-        self.plot = pg.PlotItem()
+        self.plot = cache_axes(pg.PlotItem())
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
         self.plot.invertY(True)

@@ -36,6 +36,7 @@ from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QWidget
 
 from workbench.core.robustness.scores import GRAD_L2_LABEL
 from workbench.gui.colors import CLASS_PALETTE
+from workbench.gui.plot_style import cache_axes
 from workbench.gui.widgets.empty_state import fill, headed_stack
 from workbench.gui.widgets.export import ExportButton
 from workbench.gui.widgets.neuron_bars import ReadoutItem
@@ -177,7 +178,7 @@ class FolHistogram(QWidget):
         header.addStretch(1)
         header.addWidget(self.export)
 
-        self.plot = self.graphics.addPlot(row=1, col=0, axisItems={"left": _CountAxis("left")})
+        self.plot = cache_axes(self.graphics.addPlot(row=1, col=0, axisItems={"left": _CountAxis("left")}))
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
         self.plot.setMouseEnabled(False, False)

@@ -14,6 +14,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QColor
 
+from workbench.gui.plot_style import cache_axes
 from workbench.gui.widgets.neuron_bars import ReadoutItem
 
 
@@ -37,7 +38,7 @@ class GrowthPlot(pg.GraphicsLayoutWidget):
         self.unit = "%"
         self.readout_text = ""
         self.ci.setContentsMargins(6, 6, 6, 6)
-        self.plot = self.addPlot(row=0, col=0)
+        self.plot = cache_axes(self.addPlot(row=0, col=0))
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
         self.plot.setMouseEnabled(False, False)

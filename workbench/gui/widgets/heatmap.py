@@ -16,6 +16,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetrics
 
 from workbench.gui.colors import COUNT_COLORMAP
+from workbench.gui.plot_style import cache_axes
 
 MAX_ANNOTATED_CELLS = 400  # up to 20×20 the numbers are still readable inside the cells
 
@@ -72,7 +73,7 @@ class Heatmap(pg.GraphicsLayoutWidget):
         self.column_labels: list[str] = []
         self.ci.setContentsMargins(6, 6, 6, 6)
 
-        self.plot = self.addPlot(row=0, col=0)
+        self.plot = cache_axes(self.addPlot(row=0, col=0))
         self.plot.setMenuEnabled(False)
         self.plot.setMouseEnabled(False, False)
         self.plot.hideButtons()

@@ -38,6 +38,7 @@ class InputInspector(QWidget):
         self.heatmap: np.ndarray | None = None
         self.opacity = 0.6
         self.explanation = None
+        self._shown_split = ""  # the split of the image the explanation is of
 
         self.split_box = QComboBox()
         self.split_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
@@ -147,7 +148,11 @@ class InputInspector(QWidget):
         if split is None:
             return
         self.index_box.setRange(0, max(0, self.splits.get(split, 1) - 1))
-        self.input_chosen.emit(split, self.index_box.value())
+        index = self.index_box.value()
+        shown = self.explanation is not None and (self._shown_split, self.explanation.index) == (split, index)
+        if not shown:  # until its explanation comes, the heading names the image asked for, not the last one
+            self.title.setText(f"{split.capitalize()} image #{index:,}: explaining…")
+        self.input_chosen.emit(split, index)
 
     def mode(self) -> str:
         return EXPLAIN_MODES[max(0, self.mode_box.currentIndex())][0]
@@ -157,7 +162,7 @@ class InputInspector(QWidget):
     def show_explanation(self, explanation, pixels: np.ndarray, split: str, class_names: list[str],
                          marked=(), selected: int | None = None, what: str = "") -> None:
         """Show an `InputExplanation` of the image `pixels` (H×W×C uint8)."""
-        self.explanation, self.pixels = explanation, pixels
+        self.explanation, self.pixels, self._shown_split = explanation, pixels, split
         self.heatmap = np.asarray(explanation.heatmap, dtype=np.float32)
 
         def names(k: int) -> str:

@@ -15,6 +15,7 @@ from PySide6.QtCore import QPointF, QSizeF, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetrics
 
 from workbench.gui.colors import MARKED, UNMARKED
+from workbench.gui.plot_style import cache_axes
 
 TICK_STEPS = (1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 5000)
 
@@ -70,6 +71,7 @@ class NeuronBarsPlot(pg.PlotItem):
         self.values = np.zeros(0)
         self.marked = np.zeros(0, np.int64)
         self.selected: int | None = None
+        self._ticks: list | None = None  # the bottom axis's ticks as last set
         self.band = pg.BarGraphItem(x=[0], height=[0], width=1.0, brush=pg.mkBrush(0, 0, 0, 28), pen=pg.mkPen(None))
         self.band.setZValue(-1)
         self.band.setVisible(False)
@@ -99,9 +101,14 @@ class NeuronBarsPlot(pg.PlotItem):
         heights = np.nan_to_num(self.values, nan=0.0, posinf=0.0, neginf=0.0)
         is_marked = np.zeros(n, bool)
         is_marked[self.marked[(self.marked >= 0) & (self.marked < n)]] = True
-        brushes = [pg.mkBrush(MARKED if m else UNMARKED) for m in is_marked]
-        outline = QColor(self.getAxis("left").textPen().color())
-        pens = [pg.mkPen(outline, width=1.5) if i == self.selected else pg.mkPen(None) for i in range(n)]
+        # One brush and pen object per look, shared by the bars: a new one per bar per redraw was most of
+        # the cost of redrawing the running totals.
+        marked_brush, unmarked_brush = pg.mkBrush(MARKED), pg.mkBrush(UNMARKED)
+        brushes = [marked_brush if m else unmarked_brush for m in is_marked]
+        no_pen, outline = pg.mkPen(None), pg.mkPen(QColor(self.getAxis("left").textPen().color()), width=1.5)
+        pens = [no_pen] * n
+        if self.selected is not None and 0 <= self.selected < n:
+            pens[self.selected] = outline
         # (pyqtgraph 0.14 fails on an empty `pens` list: no bars get no per-bar pens.)
         self.bars.setOpts(x=np.arange(n) + 0.5, height=heights, width=0.8, brushes=brushes or None,
                           pens=pens or None)
@@ -122,7 +129,10 @@ class NeuronBarsPlot(pg.PlotItem):
     def _update_ticks(self) -> None:
         n = len(self.values)
         column_px = self.vb.width() / n if n and self.vb.width() > 0 else 0.0
-        self.getAxis("bottom").setTicks([neuron_ticks(n, column_px, self.getAxis("bottom"))])
+        ticks = [neuron_ticks(n, column_px, self.getAxis("bottom"))]
+        if ticks != self._ticks:  # an axis told its ticks again renders its text again
+            self._ticks = ticks
+            self.getAxis("bottom").setTicks(ticks)
 
     def column_at(self, scene_pos: QPointF) -> int | None:
         if not len(self.values) or not self.vb.sceneBoundingRect().contains(scene_pos):
@@ -141,7 +151,7 @@ class NeuronBars(pg.GraphicsLayoutWidget):
                  describe: Callable[[int, float], str] | None = None):
         super().__init__(parent)
         self.ci.setContentsMargins(4, 4, 4, 4)
-        self.plot = NeuronBarsPlot(value_title, neuron_title)
+        self.plot = cache_axes(NeuronBarsPlot(value_title, neuron_title))
         self.addItem(self.plot, row=0, col=0)
         self.readout = ReadoutItem()
         self.addItem(self.readout, row=1, col=0)

@@ -20,6 +20,7 @@ from PySide6.QtGui import QBrush, QColor, QFontMetrics, QPen
 from PySide6.QtWidgets import QGraphicsRectItem
 
 from workbench.gui.colors import EMPTY_CELL, MARKED, RELEVANCE_COLORMAP
+from workbench.gui.plot_style import cache_axes
 from workbench.gui.widgets.neuron_bars import NeuronBarsPlot, ReadoutItem, neuron_ticks
 from workbench.gui.widgets.relevance_overlay import symmetric_limit
 
@@ -58,7 +59,7 @@ class RelevanceHeatmap(pg.GraphicsLayoutWidget):
         self.ci.setContentsMargins(6, 6, 6, 6)
         self.ci.setSpacing(4)
 
-        self.plot = pg.PlotItem()
+        self.plot = cache_axes(pg.PlotItem())
         self.plot.setMenuEnabled(False)
         self.plot.setMouseEnabled(False, False)
         self.plot.hideButtons()

@@ -6,6 +6,7 @@ import numpy as np
 import pyqtgraph as pg
 
 from workbench.gui.colors import CLASS_PALETTE
+from workbench.gui.plot_style import cache_axes
 
 LOSS_COLOR, TRAIN_COLOR, TEST_COLOR = CLASS_PALETTE[2], CLASS_PALETTE[0], CLASS_PALETTE[1]
 
@@ -16,8 +17,8 @@ class TrainingCurves(pg.GraphicsLayoutWidget):
     def __init__(self, parent=None):
         super().__init__(parent)
         self.rows: list[dict] = []
-        self.loss_plot = self.addPlot(row=0, col=0, title="Training loss")
-        self.accuracy_plot = self.addPlot(row=0, col=1, title="Accuracy")
+        self.loss_plot = cache_axes(self.addPlot(row=0, col=0, title="Training loss"))
+        self.accuracy_plot = cache_axes(self.addPlot(row=0, col=1, title="Accuracy"))
         for plot in (self.loss_plot, self.accuracy_plot):
             plot.setMenuEnabled(False)
             plot.showGrid(x=True, y=True, alpha=0.2)
