@@ -54,7 +54,7 @@ def dataset_entries() -> list[DatasetEntry]:
 def dataset_status() -> list[dict]:
     """Every registered dataset with whether it can be loaded here and, if not, how to get it."""
     rows = []
-    for e in _REGISTRY.values():
+    for e in list(_REGISTRY.values()):  # plugins may register datasets on another thread meanwhile
         reason = e.missing()
         rows.append({"name": e.name, "title": e.title, "available": reason is None,
                      "reason": reason or "", "install": e.install if reason else ""})

@@ -119,6 +119,51 @@ def atomic_path(path: str | os.PathLike):
             os.unlink(tmp)
 
 
+@contextmanager
+def atomic_folder(path: str | os.PathLike):
+    """Yield a new empty temporary folder beside `path`; on success it takes `path`'s place, on failure it
+    vanishes and `path` stays as it was.
+
+    A folder cannot be renamed over another in one step, so the old one is first renamed aside
+    (`.<name>.old-pid<pid>…`), the new one renamed into place, and the old one removed: a crash in
+    between leaves the old folder under that name, never a half-written folder under `path`.
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.pid{os.getpid()}.", suffix=".tmp", dir=path.parent))
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise disk_full_error(path.parent, path.name) from exc
+        raise WorkbenchError(f"Cannot write in {path.parent}: {exc.strerror}.",
+                             "Choose a folder you can write to, or fix its permissions.") from exc
+    try:
+        yield tmp
+        for item in tmp.rglob("*"):
+            if item.is_file():
+                flush_to_disk(item)
+        old = None
+        if path.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-pid{os.getpid()}.", dir=path.parent))
+            old.rmdir()  # only its unique name is wanted
+            os.replace(path, old)
+        try:
+            os.replace(tmp, path)
+        except OSError:
+            if old is not None:  # the old folder goes back where it was
+                os.replace(old, path)
+            raise
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise disk_full_error(path.parent, path.name) from exc
+        raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 def write_json(path: str | os.PathLike, data: dict, backup: bool = True) -> None:
     """Write JSON atomically, keeping the previous version as `<name>.bak` (itself written atomically,
     so a crash while backing up never leaves a half-written backup)."""

@@ -13,7 +13,7 @@ from pathlib import Path
 import PySide6
 import pyqtgraph
 from PySide6.QtCore import QByteArray, Qt
-from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow, QMessageBox, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow, QMessageBox, QVBoxLayout, QWidget
 
 import workbench
 from workbench.core.errors import WorkbenchError
@@ -34,12 +34,15 @@ from workbench.gui.views.importance_view import ImportanceView
 from workbench.gui.views.model_view import ModelView
 from workbench.gui.views.robustness_view import RobustnessView
 from workbench.gui.views.training_view import TrainingView
+from workbench.gui.widgets.export import export_notices
 from workbench.gui.widgets.jobs_panel import JobsPanel
 from workbench.gui.widgets.notice_bar import NoticeBar
+from workbench.gui.widgets.view_area import ViewArea
 
 VIEW_TITLES = {"data": "Data", "model": "Model", "training": "Training", "importance": "Importance",
                "coverage": "Coverage", "robustness": "Robustness"}
 DEFAULT_SIZE = (1440, 900)
+PROJECT_WIDTH = 300  # the project dock's width until the user changes it: room for a result's label
 _open_windows: set["MainWindow"] = set()  # windows opened from another window, kept alive here
 
 
@@ -62,7 +65,8 @@ class MainWindow(QMainWindow):
                       "importance": ImportanceView(self.session, self.selection),
                       "coverage": CoverageView(self.session, self.selection),
                       "robustness": RobustnessView(self.session, self.selection)}
-        self.tabs = QTabWidget()
+        self.view_area = ViewArea()  # the tabs ask for the shown view's width only, and scroll
+        self.tabs = self.view_area.tabs
         self.tabs.setObjectName("viewTabs")
         self.tabs.setDocumentMode(True)
         for name, title in VIEW_TITLES.items():
@@ -73,7 +77,7 @@ class MainWindow(QMainWindow):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
         layout.addWidget(self.notices)
-        layout.addWidget(self.tabs, 1)
+        layout.addWidget(self.view_area, 1)
         self.setCentralWidget(central)
 
         self.project_panel = ProjectPanel(self.session, self.selection)
@@ -81,7 +85,7 @@ class MainWindow(QMainWindow):
                                        Qt.DockWidgetArea.LeftDockWidgetArea)
         self.jobs_panel = JobsPanel(self.runner)
         self.jobs_dock = self._dock("Jobs", "jobsDock", self.jobs_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
-        self.resizeDocks([self.project_dock], [250], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.project_dock], [PROJECT_WIDTH], Qt.Orientation.Horizontal)
         self.resizeDocks([self.jobs_dock], [170], Qt.Orientation.Vertical)
 
         self.action_map, self.menus = build_actions(self, self._handlers())
@@ -197,6 +201,9 @@ class MainWindow(QMainWindow):
         self.runner.job_failed.connect(self._on_job_failed)
         self.session.error.connect(lambda exc: report_error(self, exc))
         self.session.message.connect(lambda text: self.statusBar().showMessage(text, 8000))
+        self.runner.job_notice.connect(lambda job, text: self.statusBar().showMessage(f"{job.name}: {text}", 15000))
+        self.project_panel.message.connect(self.show_message)
+        export_notices().written.connect(self.show_message)
         self.session.ready.connect(self._on_ready)
         self.session.model_added.connect(self._on_model_added)
         self.session.dataset_added.connect(self._on_dataset_added)
@@ -244,6 +251,11 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"Plugins not loaded: {names}", 15000)
         if self.runner.device:
             self.status.show_device(self.runner.device)
+
+    def show_message(self, text: str) -> None:
+        """A confirmation in the status bar: where an export went, what was deleted."""
+        if self.isVisible():  # a window closed for another project says nothing
+            self.statusBar().showMessage(text, 10000)
 
     def _update_title(self) -> None:
         project = self.session.project
@@ -319,6 +331,7 @@ class MainWindow(QMainWindow):
                 self.selection.set_layer(how["layer"])
                 self.show_view("importance")
             elif payload.get("kind") in ("coverage", "coverage-fit"):
+                self.views["coverage"].show_stored(how, spec)
                 self.show_view("coverage")
             elif payload.get("kind") == "robustness":
                 self.show_view("robustness")

@@ -76,6 +76,7 @@ class CoverageView(AnalysisView):
         self.runs = CoverageRuns(session, self)
         self.criteria = [info.name for info in criterion_catalogue() if info.default]
         self.set_keys: list[str] | None = None  # the chosen sets; None until the defaults are known
+        self._wanted_sets: list[str] = []  # sets to add to the defaults once they are known
         self.choices = []
         self.cell: tuple[str, int, int] | None = None  # (matrix, row, column) whose inputs are listed
         self._table_layout: tuple | None = None
@@ -234,6 +235,8 @@ class CoverageView(AnalysisView):
         keys = [c.key for c in self.choices]
         if self.set_keys is None or not any(k in keys for k in self.set_keys):
             self.set_keys = default_sets(self.choices)
+            self.set_keys += [k for k in self._wanted_sets if k in keys and k not in self.set_keys]
+        self._wanted_sets = []
         self.set_keys = [k for k in self.set_keys if k in keys]
         chosen = [next(c for c in self.choices if c.key == k) for k in self.set_keys]
         criteria = tuple(info.name for info in criterion_catalogue() if info.name in self.criteria)
@@ -296,6 +299,27 @@ class CoverageView(AnalysisView):
         """Measure these sets (keys of `choices`), in the order given."""
         self.set_keys = list(dict.fromkeys(keys))
         self.refresh()
+
+    def show_stored(self, how: dict, dataset_spec: str | None) -> None:
+        """Measure what a stored coverage result or fit was made of (its provenance `how`): its
+        criterion joins the chosen ones, its IDC layer becomes the selected layer, and the set it
+        measured joins the chosen sets (a stored result of the same inputs is read back, not redone)."""
+        identity = how.get("identity") or (how.get("state") or {}).get("identity")  # a fit keeps it in its state
+        params = identity.get("params", {}) if isinstance(identity, dict) else {}
+        criterion = how.get("criterion")
+        if criterion in self.criterion_actions and criterion not in self.criteria:
+            self.choose_criteria([*self.criteria, criterion])
+        if criterion == "idc" and isinstance(params.get("layer"), str):
+            self.selection.set_layer(params["layer"])
+        measured = how.get("test")
+        split = measured.get("split") if isinstance(measured, dict) else None
+        if not dataset_spec or not isinstance(split, str):
+            return
+        key = f"{dataset_spec}:{split}" if split in ("test", "train") else f"stored:{split}"
+        if self.set_keys is None:  # the defaults are known once the dataset is: added to them then
+            self._wanted_sets.append(key)
+        elif key not in self.set_keys and any(c.key == key for c in self.choices):
+            self.choose_sets([*self.set_keys, key])
 
     # --- laying the view out for a request -----------------------------------------------------------
 

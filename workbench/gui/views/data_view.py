@@ -13,11 +13,13 @@ from PySide6.QtGui import QIcon, QImage, QPixmap
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QFrame, QHBoxLayout, QLabel, QMenu, QSlider,
                                QSplitter, QToolButton, QVBoxLayout, QWidget)
 
+from workbench.core.errors import WorkbenchError
 from workbench.gui.colors import MISMATCH, class_color
+from workbench.gui.errors import report_error
 from workbench.gui.selection import Selection
 from workbench.gui.session import Session
 from workbench.gui.widgets.empty_state import MessageOrContent
-from workbench.gui.widgets.export import export_csv
+from workbench.gui.widgets.export import export_csv, save_pixmap
 from workbench.gui.widgets.thumbnail_grid import OUTCOMES, ThumbnailGrid
 
 OUTCOME_LABELS = {"all": "All images", "wrong": "Misclassified only", "right": "Correctly classified only"}
@@ -347,7 +349,7 @@ class DataView(QWidget):
         path, _ = QFileDialog.getSaveFileName(self, "Export", f"{self.dataset.name}-{self.shown_split}.csv",
                                               "CSV table (*.csv)")
         if path:
-            export_csv(self.rows_for_export, path)
+            self._write_export(path, lambda: export_csv(self.rows_for_export, path))
 
     def rows_for_export(self) -> tuple[list[str], list[list]]:
         model = self.grid.thumbnails
@@ -366,4 +368,11 @@ class DataView(QWidget):
         path, _ = QFileDialog.getSaveFileName(self, "Export", f"{self.dataset.name}-{self.shown_split}.png",
                                               "PNG image (*.png)")
         if path:
-            self.grid.viewport().grab().save(path)
+            self._write_export(path, lambda: save_pixmap(self.grid.viewport().grab(), path))
+
+    def _write_export(self, path: str, write) -> None:
+        try:
+            write()
+        except OSError as exc:
+            report_error(self, WorkbenchError(f"Could not write {path}: {exc.strerror or exc}.",
+                                              "Choose a folder you can write to.", details=repr(exc)))

@@ -41,7 +41,7 @@ from workbench.gui.views.model_view import section_label
 from workbench.gui.views.view_inputs import error_text, fitted_on
 from workbench.gui.widgets.ablation_panel import AblationPanel
 from workbench.gui.widgets.empty_state import MessageOrContent, view_frame
-from workbench.gui.widgets.export import export_csv, export_png
+from workbench.gui.widgets.export import announce_export, export_csv, export_png
 from workbench.gui.widgets.gallery_strip import GalleryPanel, Tile
 from workbench.gui.widgets.input_inspector import InputInspector
 from workbench.gui.widgets.relevance_heatmap import RelevanceHeatmap
@@ -650,6 +650,7 @@ class ImportanceView(AnalysisView):
     def export_gallery_png(self, path: str) -> None:
         if not self.gallery.grab_png(path):
             raise OSError(f"could not write {path}")
+        announce_export(path)
 
     def relevance_rows(self) -> tuple[list[str], list[list]]:
         """One row per neuron: rank, relevance over all classes, top-m flag, and relevance per class."""

@@ -1,4 +1,8 @@
-"""An "Export" button for plots: PNG at twice the screen scale, SVG, and the data as CSV."""
+"""An "Export" button for plots: PNG at twice the screen scale, SVG, and the data as CSV.
+
+Every file an export writes is announced on `export_notices().written` with a line that names its
+path; the main window shows that line in its status bar, so each export confirms where it went.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,42 @@ import csv
 from pathlib import Path
 from typing import Callable
 
-from PySide6.QtWidgets import QFileDialog, QMenu, QToolButton, QWidget
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import QApplication, QFileDialog, QMenu, QToolButton, QWidget
 
 CsvRows = Callable[[], tuple[list[str], list[list]]]  # header, rows
+
+
+class ExportNotices(QObject):
+    written = Signal(str)  # "Exported to PATH": a line for the status bar
+
+
+_notices: list[ExportNotices] = []
+
+
+def export_notices() -> ExportNotices:
+    """The one object exports announce their files on (made on first use, owned by the application)."""
+    if not _notices:
+        _notices.append(ExportNotices(QApplication.instance()))
+    return _notices[0]
+
+
+def announce_export(*paths: str | Path) -> None:
+    """Say where an export wrote: one file by its path, several by their folder and names."""
+    paths = [Path(p) for p in paths]
+    if len(paths) == 1:
+        text = f"Exported to {paths[0]}"
+    else:
+        text = f"Exported {len(paths)} files to {paths[0].parent}: " + ", ".join(p.name for p in paths)
+    export_notices().written.emit(text)
+
+
+def save_pixmap(pixmap, path: str | Path) -> Path:
+    """Save a grabbed widget as PNG; raises OSError when it could not be written."""
+    if not pixmap.save(str(path), "PNG"):
+        raise OSError(f"could not write {path}")
+    announce_export(path)
+    return Path(path)
 
 
 def export_png(scene_or_item, path: str | Path, scale: float = 2.0) -> Path:
@@ -19,6 +56,9 @@ def export_png(scene_or_item, path: str | Path, scale: float = 2.0) -> Path:
     width = exporter.parameters()["width"]
     exporter.parameters()["width"] = int(width * scale)
     exporter.export(str(path))
+    if not Path(path).exists():  # the exporter says nothing when Qt could not write the file
+        raise OSError(f"could not write {path}")
+    announce_export(path)
     return Path(path)
 
 
@@ -45,6 +85,7 @@ def export_svg(scene, path: str | Path) -> Path:
         scene.render(painter, QRectF(0, 0, rect.width(), rect.height()), rect)
     finally:
         painter.end()
+    announce_export(path)
     return Path(path)
 
 
@@ -54,6 +95,7 @@ def export_csv(rows: CsvRows, path: str | Path) -> Path:
         writer = csv.writer(f)
         writer.writerow(header)
         writer.writerows(data)
+    announce_export(path)
     return Path(path)
 
 
