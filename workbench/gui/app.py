@@ -1,7 +1,9 @@
 """Starting the GUI: `run_gui(project, view, screenshot)`, called by `workbench gui` and bare `workbench`.
 
-The window appears before PyTorch is imported (that, the device and plugins load in the first
-job), so it is usable within a second or two. With `screenshot`, the window renders with real data:
+PyTorch is imported behind a splash screen before the window shows (`load_before_showing`): its
+libraries load holding the interpreter lock for half a second and more, which would freeze a window
+already on screen. The device and plugins then load in the first job. With `screenshot`, the window
+renders with real data:
 it waits until every start-up job (dataset, model, evaluation) has finished, saves the PNG, closes
 and returns 0.
 """
@@ -12,7 +14,7 @@ import signal
 import sys
 from pathlib import Path
 
-from PySide6.QtCore import QEventLoop, QTimer
+from PySide6.QtCore import QEventLoop, Qt, QTimer
 from PySide6.QtWidgets import QApplication
 
 import workbench
@@ -36,6 +38,30 @@ def application() -> QApplication:
     app.setApplicationName("DL Testing Workbench")
     app.setApplicationVersion(workbench.__version__)
     return app
+
+
+
+def load_before_showing(app: QApplication) -> None:
+    """Import PyTorch and set the start-up objects aside from the collector while a splash screen says
+    so: both hold the interpreter lock (the import for half a second and more, the first full
+    collection, which scans all of PyTorch, for about 150 ms), which would freeze a shown window."""
+    import gc
+
+    from PySide6.QtGui import QPixmap
+    from PySide6.QtWidgets import QSplashScreen
+
+    pixmap = QPixmap(420, 120)
+    pixmap.fill(app.palette().color(app.palette().ColorRole.Window))
+    splash = QSplashScreen(pixmap)
+    splash.showMessage(f"DL Testing Workbench {workbench.__version__}\n\nLoading PyTorch…",
+                       Qt.AlignmentFlag.AlignCenter, app.palette().color(app.palette().ColorRole.WindowText))
+    splash.show()
+    app.processEvents()
+    import torch  # noqa: F401  (imported for its side effect: loaded before the window shows)
+
+    gc.collect()
+    gc.freeze()  # what PyTorch made stays out of every later collection's scan
+    splash.close()
 
 
 def open_start_project(spec: str | None) -> tuple[Project, list[tuple[str, str]], WorkbenchError | None]:
@@ -118,6 +144,7 @@ def run_gui(project: str | None = None, view: str | None = None, screenshot: str
         print(f"error: unknown view {view!r}; choose one of {', '.join(VIEW_TITLES)}.", file=sys.stderr)
         return 2
     app = application()
+    load_before_showing(app)
     opened, notices, error = open_start_project(project)
     window = MainWindow(opened, notices, long_jobs=long_jobs)
     if view is not None:
