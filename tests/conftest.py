@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import os
 from pathlib import Path
 
 import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # diffusers (the diffusion generator) never reaches a hub in tests
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -92,6 +95,37 @@ def fashion_slice(slice_dir):
 
 
 @pytest.fixture(scope="session")
+def fashion_tiny(fashion_slice):
+    """400 training and 200 test images of the slice: what the generator tests train on."""
+    from workbench.core.data import Dataset
+
+    return Dataset("fashion-tiny", fashion_slice.class_names,
+                   {"train": fashion_slice.split("train").subset(range(400)),
+                    "test": fashion_slice.split("test").subset(range(200))}, fashion_slice.card)
+
+
+#: Generator sizes for tests: a few thousand parameters each, an epoch over 400 images in well under a second.
+TINY_GENERATORS = {
+    "vae": {"h_dim": 64, "z_dim": 8},
+    "gan": {"g_channels": [16, 8], "d_channels": [8, 16]},
+    "diffusion": {"block_out_channels": [8, 16, 16], "norm_num_groups": 4, "steps": 4},
+}
+
+
+@pytest.fixture(scope="session")
+def tiny_generators() -> dict:
+    return copy.deepcopy(TINY_GENERATORS)
+
+
+@pytest.fixture(scope="session")
+def lenet5_fashion():
+    """The bundled Fashion-MNIST LeNet-5 (87.8 % test accuracy): the generators' reference classifier."""
+    from workbench.core.model_io import load_model
+
+    return load_model("lenet5-fashion")
+
+
+@pytest.fixture(scope="session")
 def digits():
     from workbench.core.dataset_registry import load_dataset
 
@@ -154,9 +188,11 @@ def isolated_plugins(monkeypatch):
 
     from workbench.core import dataset_registry, models, plugins
     from workbench.core.coverage import registry
+    from workbench.core.generation import registry as generators
 
     monkeypatch.setattr(models, "_ARCHITECTURES", dict(models._ARCHITECTURES))
     monkeypatch.setattr(registry, "PLUGIN_CRITERIA", dict(registry.PLUGIN_CRITERIA))
+    monkeypatch.setattr(generators, "PLUGIN_GENERATORS", dict(generators.PLUGIN_GENERATORS))
     monkeypatch.setattr(dataset_registry, "_REGISTRY", dict(dataset_registry._REGISTRY))
     monkeypatch.setattr(plugins, "_REPORTS", [])
     monkeypatch.setattr(plugins, "REGISTRY", plugins.PluginRegistry())

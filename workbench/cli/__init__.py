@@ -1,5 +1,5 @@
 """The command line: `workbench [gui|info|train|evaluate|importance|coverage|attack|fol|uncertainty|select|fuzz|
-retrain|converge|experiment] ...`; no sub-command opens the GUI.
+retrain|converge|experiment|train-generator|generators] ...`; no sub-command opens the GUI.
 
 One module per command group registers its sub-commands (`add_parsers`) beside the commands
 themselves; `common` holds what they share. Every command calls the same core job functions the
@@ -13,10 +13,10 @@ import argparse
 import os
 import sys
 
-from workbench.cli import coverage, gui, importance, info, pools, retraining, training, uncertainty
+from workbench.cli import coverage, generation, gui, importance, info, pools, retraining, training, uncertainty
 from workbench.cli.common import EXIT_CANCELLED, EXIT_ERROR
 
-GROUPS = (gui, info, training, importance, coverage, pools, uncertainty, retraining)
+GROUPS = (gui, info, training, importance, coverage, pools, uncertainty, retraining, generation)
 #: Commands that do not compute with models and data, so plugins are not loaded for them.
 WITHOUT_PLUGINS = ("gui", "info")
 

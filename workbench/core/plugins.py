@@ -80,7 +80,13 @@ class PluginRegistry:
         self._stage("criterion", name, override, apply)
 
     def add_generator(self, name: str, factory, override: bool = False) -> None:
-        self._stage("generator", name, override, lambda: self.extensions["generator"].__setitem__(name, factory))
+        from workbench.core.generation.registry import add_plugin_generator
+
+        def apply() -> None:
+            self.extensions["generator"][name] = factory
+            add_plugin_generator(name, factory)
+
+        self._stage("generator", name, override, apply)
 
     def _stage(self, kind: str, name: str, override: bool, apply: Callable[[], None]) -> None:
         if not isinstance(name, str) or not name.strip():
@@ -123,6 +129,10 @@ def _taken(kind: str, name: str) -> bool:
         from workbench.core.coverage.registry import BUILTIN, PLUGIN_CRITERIA
 
         return name.lower() in BUILTIN or name in PLUGIN_CRITERIA
+    if kind == "generator":
+        from workbench.core.generation import registry as generators
+
+        return name in generators.BUILTIN or name in generators.PLUGIN_GENERATORS
     return name in REGISTRY.extensions.get(kind, {})
 
 

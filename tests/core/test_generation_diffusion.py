@@ -1,0 +1,113 @@
+"""The class-conditional diffusion model: train → save → load → decode with diffusers' own files, a
+deterministic DDIM decode (same noise and label, bit-identical image), the class-embedding checks,
+and no hub."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+import torch
+
+from workbench.core.errors import WorkbenchError
+from workbench.core.generation.diffusion import ConditionalDiffusion, check_class_embeddings
+from workbench.core.generation.registry import create_generator
+from workbench.core.generation.storage import load_generator
+from workbench.core.generation.training import train_generator
+from workbench.core.jobs import JobContext
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, fashion_tiny, tiny_generators):
+    out = tmp_path_factory.mktemp("diffusion") / "dm"
+    return train_generator(JobContext("cpu"), "diffusion", fashion_tiny, out, epochs=1, batch_size=64,
+                           config=tiny_generators["diffusion"], latent_samples=100, grid_per_class=2,
+                           preview_per_class=1)
+
+
+def test_the_default_model_is_the_small_unet_of_the_spec():
+    dm = create_generator("diffusion", 10)
+    config = dm.unet.config
+    assert list(config.block_out_channels) == [16, 32, 64] and config.norm_num_groups == 8
+    assert config.num_class_embeds == 10 and not config.add_attention and config.layers_per_block == 1
+    assert 0.55e6 < dm.parameter_count() < 0.7e6 and dm.latent_dim == 784 and dm.config["steps"] == 20
+    assert dm.scheduler.config.beta_schedule == "squaredcos_cap_v2"
+    assert os.environ.get("HF_HUB_OFFLINE") == "1"
+
+
+def test_train_save_load_decode_round_trip(trained):
+    files = sorted(p.name for p in trained.folder.iterdir())
+    assert {"config.json", "diffusion_pytorch_model.safetensors", "scheduler_config.json",
+            "generator.json", "samples.npy", "training_state.pt"} == set(files)
+    loaded = load_generator(trained.folder)
+    assert isinstance(loaded, ConditionalDiffusion) and loaded.unet.config.num_class_embeds == 10
+    z = loaded.sample_latent(3, torch.Generator().manual_seed(0))
+    y = torch.tensor([0, 4, 9])
+    images = loaded.decode(z, y)
+    assert images.shape == (3, 1, 28, 28) and float(images.min()) >= 0 and float(images.max()) <= 1
+    assert torch.equal(images, trained.generator.decode(z, y).cpu())
+    assert loaded.card.final_losses.keys() == {"mse"} and loaded.card.versions["diffusers"]
+
+
+def test_ddim_decoding_is_deterministic(trained):
+    dm = trained.generator
+    z = dm.sample_latent(2, torch.Generator().manual_seed(7))
+    y = torch.tensor([3, 3])
+    first = dm.decode(z, y)
+    assert torch.equal(first, dm.decode(z, y))  # same latent and label: bit-identical
+    assert torch.equal(first, dm.decode(z.clone(), y.clone()))
+    assert not torch.equal(first, dm.decode(z, torch.tensor([8, 8])))  # the label matters
+
+
+def test_the_loader_checks_the_class_embeddings(trained, tmp_path):
+    folder = tmp_path / "dm"
+    shutil.copytree(trained.folder, folder)
+    descriptor = json.loads((folder / "generator.json").read_text())
+    (folder / "generator.json").write_text(json.dumps({**descriptor, "num_classes": 5}))
+    with pytest.raises(WorkbenchError, match="class embeddings for 10 classes, but its generator.json names 5"):
+        load_generator(folder)
+    (folder / "generator.json").write_text(json.dumps(descriptor))
+    (folder / "scheduler_config.json").unlink()
+    with pytest.raises(WorkbenchError, match="missing scheduler_config.json"):
+        load_generator(folder)
+
+
+def test_a_diffusers_without_class_embeddings_is_refused():
+    class OldUNet:  # what a diffusers without class conditioning offers
+        def __init__(self, sample_size=None, in_channels=3, out_channels=3):
+            pass
+
+        def forward(self, sample, timestep, return_dict=True):
+            pass
+
+    with pytest.raises(WorkbenchError, match="no class embeddings for UNet2DModel"):
+        check_class_embeddings(OldUNet)
+    from diffusers import UNet2DModel
+
+    check_class_embeddings(UNet2DModel)  # the installed one has them
+
+
+def test_a_cancel_stops_training_within_a_second(tmp_path, fashion_tiny):
+    """The spec-sized model (0.62 M parameters): a cancel is seen at the next batch."""
+    import threading
+    import time
+
+    from workbench.core.errors import Cancelled
+
+    cancelled_at = {}
+
+    def progress(done, total, message):
+        if done == 1 and "timer" not in cancelled_at:
+            def cancel():
+                cancelled_at["t"] = time.monotonic()
+                ctx.cancel()
+            cancelled_at["timer"] = threading.Timer(0.2, cancel)
+            cancelled_at["timer"].start()
+
+    ctx = JobContext("cpu", on_progress=progress)
+    with pytest.raises(Cancelled):
+        train_generator(ctx, "diffusion", fashion_tiny, tmp_path / "dm", epochs=1, batch_size=32)
+    assert time.monotonic() - cancelled_at["t"] < 1.0
+    assert not (tmp_path / "dm").exists()

@@ -1,0 +1,153 @@
+"""`workbench train-generator` and `workbench generators`: train a generative model as a test-input
+search space (a VAE, a class-conditional GAN, a class-conditional diffusion model or a plugin's kind)
+and read generator folders' cards.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from workbench.cli.arguments import integer, real, text
+from workbench.cli.common import (EXIT_CANCELLED, add_common, add_loading, check_creatable, command_line,
+                                  dataset_key, emit, error, make_context)
+
+NO_CLASSIFIER = "none"
+
+
+def add_parsers(sub) -> None:
+    train = sub.add_parser("train-generator", help="train a generator (vae, gan, diffusion or a plugin's) on a dataset")
+    train.add_argument("--generator", required=True, metavar="KIND", type=text("generator kind"),
+                       help="vae, gan, diffusion, or a kind a plugin adds (`workbench generators` lists them)")
+    train.add_argument("--data", required=True, metavar="NAME", type=text("dataset"), help="dataset name or path")
+    train.add_argument("--epochs", type=integer(1, 100_000), help="epochs in all (default: the kind's; when "
+                                                                   "resuming, the run's)")
+    train.add_argument("--batch-size", type=integer(1, 65536), help="default: the kind's (vae 128, gan and diffusion 64)")
+    train.add_argument("--lr", type=real(0, 10, low_open=True), help="learning rate (default: the kind's)")
+    train.add_argument("--preset", default="default", type=text("preset"),
+                       help="the kind's sizes: default, or small (faster, for trials)")
+    train.add_argument("--out", metavar="DIR", type=text("output folder"),
+                       help="generator folder to write (default: <kind>-<data>, inside --project/generators when given)")
+    train.add_argument("--resume", action="store_true",
+                       help="continue the run whose checkpoint is in --out (to --epochs in all)")
+    train.add_argument("--classifier", metavar="MODEL", type=text("classifier"),
+                       help="reference classifier for the card's seed acceptance (default: the bundled model for "
+                            f"the dataset, if there is one; '{NO_CLASSIFIER}' to skip)")
+    train.add_argument("--acceptance-samples", type=integer(1, 100_000), default=500,
+                       help="samples the seed acceptance is measured on (default 500)")
+    add_loading(train)
+    add_common(train)
+    train.set_defaults(handler=cmd_train_generator)
+
+    card = sub.add_parser("generators", help="generator kinds and bundled generators; or a generator folder's card")
+    card.add_argument("folder", nargs="?", metavar="DIR", help="a generator folder (or a bundled generator's name)")
+    card.add_argument("--json", action="store_true", help="print machine-readable results")
+    card.set_defaults(handler=cmd_generators)
+
+
+def default_classifier(key: str) -> str | None:
+    """The bundled classifier for dataset `key` (LeNet-5 first), or None."""
+    from workbench.core.model_io import bundled_models
+
+    cards = [c for c in bundled_models() if c.get("dataset") == key and c.get("available")]
+    cards.sort(key=lambda c: (c.get("arch") != "lenet5", c["name"]))
+    return cards[0]["name"] if cards else None
+
+
+def cmd_train_generator(args) -> int:
+    from workbench.core.dataset_registry import load_dataset
+    from workbench.core.errors import Cancelled
+    from workbench.core.generation.registry import get_generator_kind
+    from workbench.core.generation.training import train_generator
+    from workbench.core.model_io import load_model
+    from workbench.core.training import check_compatible
+
+    kind = get_generator_kind(args.generator)  # plugins are loaded by now, so their kinds count
+    if args.preset not in kind.presets:
+        raise error(f"The {kind.title} generator has no preset {args.preset!r}.", f"Its presets: {', '.join(kind.presets)}.")
+    dataset = load_dataset(args.data, download=args.download)
+    key = dataset_key(dataset)
+    classifier = None
+    name = args.classifier if args.classifier is not None else default_classifier(key)
+    if name and name.lower() != NO_CLASSIFIER:
+        classifier = load_model(name, arch=args.arch, trust=args.trust_file)
+        check_compatible(classifier, dataset)
+    base = Path(args.project) / "generators" if args.project else Path.cwd()
+    out = Path(args.out).expanduser() if args.out else base / f"{kind.name}-{dataset.name}"
+    if not args.resume:
+        check_creatable(out)
+
+    def show_epoch(report) -> None:
+        if not args.json:
+            bar.close()
+            losses = ", ".join(f"{k} {v:.4g}" for k, v in report.losses.items())
+            print(f"epoch {report.epoch}/{report.epochs}: {losses} ({report.seconds:.1f} s so far)", file=sys.stderr)
+
+    ctx, bar = make_context(args, show_epoch)
+    try:
+        result = train_generator(ctx, kind.name, dataset, out, epochs=args.epochs, batch_size=args.batch_size,
+                                 lr=args.lr, preset=args.preset, seed=args.seed, resume=args.resume,
+                                 classifier=classifier, acceptance_samples=args.acceptance_samples,
+                                 command=command_line(args))
+    except Cancelled:  # the job's note has said what is kept
+        bar.close()
+        print("cancelled.", file=sys.stderr)
+        return EXIT_CANCELLED
+    except KeyboardInterrupt:
+        bar.close()
+        print("cancelled; " + (f"the checkpoint of the last finished epoch is kept in {out} (continue it with "
+                               "--resume)." if (out / "generator.json").is_file() else "nothing was written."),
+              file=sys.stderr)
+        return EXIT_CANCELLED
+    finally:
+        bar.close()
+    card = result.card
+    emit(args, {**card.to_dict(), "path": str(out), "warnings": card.warnings()}, card_text(card, out, trained=True))
+    return 0
+
+
+def card_text(card, folder, trained: bool = False) -> str:
+    losses = ", ".join(f"{k} {v:.4g}" for k, v in card.final_losses.items()) or "none"
+    lines = [(f"Trained {card.kind} on {card.dataset} for {card.epochs} epochs "
+              f"({card.seconds_per_epoch:.1f} s per epoch on {card.device or 'an unknown device'})." if trained else
+              f"{card.title or card.kind}: {card.epochs} of {card.epochs_planned} epochs on {card.dataset}, "
+              f"{card.parameters / 1e6:.2f} M parameters."),
+             f"Final losses: {losses}"]
+    if card.latent_range:
+        r = card.latent_range
+        lines.append(f"Latent range [{r['low']:.4g}, {r['high']:.4g}] ({r['range']:.4g}, from {r['n']} {r['source']}); "
+                     f"mutation extents high {r['extent_high']:.3g}, low {r['extent_low']:.3g}")
+    if card.seed_acceptance:
+        a = card.seed_acceptance
+        lines.append(f"Seed acceptance by {a['classifier']}: {a['rate'] * 100:.1f} % of {a['n']} {a['samples']}")
+    else:
+        lines.append("Seed acceptance: not measured (no reference classifier)")
+    lines += [f"warning: {w}" for w in card.warnings()]
+    lines.append(f"{'Saved to' if trained else 'Folder:'} {folder}")
+    return "\n".join(lines)
+
+
+def cmd_generators(args) -> int:
+    from workbench.core.generation.registry import generator_kinds
+    from workbench.core.generation.storage import bundled_generators, load_generator, read_descriptor, resolve_generator
+
+    if args.folder:
+        folder = resolve_generator(args.folder)
+        data = read_descriptor(folder)
+        generator = load_generator(folder)  # checks the files and the weights' hash
+        card = generator.card
+        payload = {**card.to_dict(), "path": str(folder), "latent_dim": generator.latent_dim,
+                   "config": data["config"], "warnings": card.warnings()}
+        emit(args, payload, card_text(card, folder) + f"\nLatent dimension {generator.latent_dim}")
+        return 0
+    kinds = [{"name": k.name, "title": k.title, "presets": list(k.presets), "conditional": k.conditional,
+              "can_encode": k.can_encode, "plugin": k.plugin, "training_defaults": k.training_defaults}
+             for k in generator_kinds()]
+    bundled = bundled_generators()
+    lines = ["Generator kinds:"]
+    lines += [f"  {k['name']:<12} {k['title']}{' (plugin)' if k['plugin'] else ''}; presets {', '.join(k['presets'])}"
+              for k in kinds]
+    lines.append("Bundled generators:" if bundled else "Bundled generators: none")
+    lines += [f"  {b['name']:<24} {b['kind']} on {b['dataset']}, {b['epochs']} epochs" for b in bundled]
+    emit(args, {"kinds": kinds, "bundled": bundled}, "\n".join(lines))
+    return 0
