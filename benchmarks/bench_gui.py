@@ -36,7 +36,8 @@ window.close()
 def bench_startup(rounds: int = 3) -> None:
     times = []
     with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "WORKBENCH_DEMO_DIR": os.path.join(tmp, "demo")}
+        env = {**os.environ, "WORKBENCH_DEMO_DIR": os.path.join(tmp, "demo"),
+               "WORKBENCH_SETTINGS_DIR": tmp}  # its temporary demo stays out of the user's recent projects
         for _ in range(rounds):
             out = subprocess.run([sys.executable, "-c", STARTUP], env=env, capture_output=True, text=True, check=True)
             times.append(float(out.stdout.split()[-1]))

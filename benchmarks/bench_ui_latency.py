@@ -108,6 +108,7 @@ def main() -> int:
     app = QApplication.instance() or QApplication(["bench"])
     folder = Path(tempfile.mkdtemp(prefix="ui-latency-"))
     os.environ["WORKBENCH_DEMO_DIR"] = str(folder / "demo")
+    os.environ["WORKBENCH_SETTINGS_DIR"] = str(folder)  # the temporary demo stays out of the user's recent projects
     from workbench.gui.app import load_before_showing
     from workbench.gui.demo import open_demo_project
     from workbench.gui.main_window import MainWindow

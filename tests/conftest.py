@@ -192,7 +192,7 @@ def isolated_plugins(monkeypatch):
 
     monkeypatch.setattr(models, "_ARCHITECTURES", dict(models._ARCHITECTURES))
     monkeypatch.setattr(registry, "PLUGIN_CRITERIA", dict(registry.PLUGIN_CRITERIA))
-    monkeypatch.setattr(generators, "PLUGIN_GENERATORS", dict(generators.PLUGIN_GENERATORS))
+    monkeypatch.setattr(generators, "PLUGIN_GENERATORS", {})  # none yet: an earlier test may have loaded plugins
     monkeypatch.setattr(dataset_registry, "_REGISTRY", dict(dataset_registry._REGISTRY))
     monkeypatch.setattr(plugins, "_REPORTS", [])
     monkeypatch.setattr(plugins, "REGISTRY", plugins.PluginRegistry())

@@ -14,7 +14,6 @@ import pytest
 import torch
 from torch import nn
 
-from workbench.core.activations import NeuronDefinition
 from workbench.core.data import Dataset, DatasetCard, Split
 from workbench.core.errors import Cancelled, WorkbenchError
 from workbench.core.gallery import (GalleryProgress, InputExplanation, colour_level, diverging_rgb, explain_input,

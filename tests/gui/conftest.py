@@ -38,6 +38,17 @@ def fashion_slice_as_fashion_mnist():
 
 
 @pytest.fixture(autouse=True)
+def app_settings_dir(tmp_path_factory, monkeypatch) -> Path:
+    """The application's own settings (the recent projects) go to a fresh folder in every test, never
+    to the user's; subprocesses the test starts inherit it."""
+    from workbench.gui.app_settings import SETTINGS_DIR_ENV
+
+    folder = tmp_path_factory.mktemp("app-settings")
+    monkeypatch.setenv(SETTINGS_DIR_ENV, str(folder))
+    return folder
+
+
+@pytest.fixture(autouse=True)
 def no_thread_left_behind(qapp):
     """Fail a test that leaves a thread of the global pool running."""
     from PySide6.QtCore import QThreadPool

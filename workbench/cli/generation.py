@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from workbench.cli.arguments import integer, real, text
-from workbench.cli.common import (EXIT_CANCELLED, add_common, add_loading, check_creatable, command_line,
+from workbench.cli.common import (EXIT_CANCELLED, add_common, add_loading, check_creatable, command_line, run_job,
                                   dataset_key, emit, error, make_context)
 
 NO_CLASSIFIER = "none"
@@ -39,19 +39,24 @@ def add_parsers(sub) -> None:
     add_common(train)
     train.set_defaults(handler=cmd_train_generator)
 
+    export = sub.add_parser("export-generator", help="copy a generator folder without its training state (for "
+                                                     "sharing or bundling), optionally with float16 weights")
+    export.add_argument("source", metavar="DIR", type=text("generator folder"), help="a generator folder")
+    export.add_argument("dest", metavar="DEST", type=text("destination folder"), help="the folder to write")
+    export.add_argument("--half", action="store_true",
+                        help="store the weights as float16 (half the size); the card is measured again on them "
+                             "and says how far the decoded pixels moved")
+    export.add_argument("--classifier", metavar="MODEL", type=text("classifier"),
+                        help="reference classifier for the seed acceptance measured again with --half (default: "
+                             f"the bundled model for the generator's dataset; '{NO_CLASSIFIER}' to skip)")
+    add_loading(export)
+    add_common(export)
+    export.set_defaults(handler=cmd_export_generator)
+
     card = sub.add_parser("generators", help="generator kinds and bundled generators; or a generator folder's card")
     card.add_argument("folder", nargs="?", metavar="DIR", help="a generator folder (or a bundled generator's name)")
     card.add_argument("--json", action="store_true", help="print machine-readable results")
     card.set_defaults(handler=cmd_generators)
-
-
-def default_classifier(key: str) -> str | None:
-    """The bundled classifier for dataset `key` (LeNet-5 first), or None."""
-    from workbench.core.model_io import bundled_models
-
-    cards = [c for c in bundled_models() if c.get("dataset") == key and c.get("available")]
-    cards.sort(key=lambda c: (c.get("arch") != "lenet5", c["name"]))
-    return cards[0]["name"] if cards else None
 
 
 def cmd_train_generator(args) -> int:
@@ -59,7 +64,7 @@ def cmd_train_generator(args) -> int:
     from workbench.core.errors import Cancelled
     from workbench.core.generation.registry import get_generator_kind
     from workbench.core.generation.training import train_generator
-    from workbench.core.model_io import load_model
+    from workbench.core.model_io import bundled_classifier, load_model
     from workbench.core.training import check_compatible
 
     kind = get_generator_kind(args.generator)  # plugins are loaded by now, so their kinds count
@@ -68,7 +73,7 @@ def cmd_train_generator(args) -> int:
     dataset = load_dataset(args.data, download=args.download)
     key = dataset_key(dataset)
     classifier = None
-    name = args.classifier if args.classifier is not None else default_classifier(key)
+    name = args.classifier if args.classifier is not None else bundled_classifier(key)
     if name and name.lower() != NO_CLASSIFIER:
         classifier = load_model(name, arch=args.arch, trust=args.trust_file)
         check_compatible(classifier, dataset)
@@ -107,24 +112,34 @@ def cmd_train_generator(args) -> int:
 
 
 def card_text(card, folder, trained: bool = False) -> str:
-    losses = ", ".join(f"{k} {v:.4g}" for k, v in card.final_losses.items()) or "none"
     lines = [(f"Trained {card.kind} on {card.dataset} for {card.epochs} epochs "
               f"({card.seconds_per_epoch:.1f} s per epoch on {card.device or 'an unknown device'})." if trained else
               f"{card.title or card.kind}: {card.epochs} of {card.epochs_planned} epochs on {card.dataset}, "
-              f"{card.parameters / 1e6:.2f} M parameters."),
-             f"Final losses: {losses}"]
-    if card.latent_range:
-        r = card.latent_range
-        lines.append(f"Latent range [{r['low']:.4g}, {r['high']:.4g}] ({r['range']:.4g}, from {r['n']} {r['source']}); "
-                     f"mutation extents high {r['extent_high']:.3g}, low {r['extent_low']:.3g}")
-    if card.seed_acceptance:
-        a = card.seed_acceptance
-        lines.append(f"Seed acceptance by {a['classifier']}: {a['rate'] * 100:.1f} % of {a['n']} {a['samples']}")
-    else:
-        lines.append("Seed acceptance: not measured (no reference classifier)")
+              f"{card.parameters / 1e6:.2f} M parameters.")]
+    lines += [f"{label}: {text}" for label, text in card.summary()]
     lines += [f"warning: {w}" for w in card.warnings()]
     lines.append(f"{'Saved to' if trained else 'Folder:'} {folder}")
     return "\n".join(lines)
+
+
+def cmd_export_generator(args) -> int:
+    from workbench.core.dataset_registry import load_dataset
+    from workbench.core.generation.storage import export_generator, load_generator
+    from workbench.core.model_io import bundled_classifier, load_model
+
+    card = load_generator(args.source).card
+    dataset = classifier = None
+    if args.half:
+        dataset = load_dataset(card.dataset, download=args.download)
+        name = args.classifier if args.classifier is not None else bundled_classifier(card.dataset)
+        if name and name.lower() != NO_CLASSIFIER:
+            classifier = load_model(name, arch=args.arch, trust=args.trust_file)
+    check_creatable(Path(args.dest).expanduser())
+    folder, _ = run_job(args, lambda ctx: export_generator(ctx, args.source, Path(args.dest).expanduser(),
+                                                           half=args.half, dataset=dataset, classifier=classifier))
+    copied = load_generator(folder).card
+    emit(args, {**copied.to_dict(), "path": str(folder)}, card_text(copied, folder))
+    return 0
 
 
 def cmd_generators(args) -> int:

@@ -139,6 +139,14 @@ def bundled_models() -> list[dict]:
     return cards
 
 
+
+def bundled_classifier(dataset: str) -> str | None:
+    """The bundled classifier for dataset `dataset` (a LeNet-5 first), or None: the reference that
+    measures a generator's seed acceptance when none is named."""
+    cards = [c for c in bundled_models() if c.get("dataset") == dataset and c.get("available")]
+    cards.sort(key=lambda c: (c.get("arch") != "lenet5", c["name"]))
+    return cards[0]["name"] if cards else None
+
 def resolve_model(spec: str) -> tuple[Path, dict]:
     """A bundled name or a path → (file, card); the card is empty for a user's file."""
     for card in bundled_models():

@@ -1,7 +1,8 @@
-"""Where the bundled resources (weights, model cards, icons) live.
+"""Where the bundled resources (weights, model cards, icons) and the documentation live.
 
-In an installed wheel they are packaged as `workbench/resources`; in a source checkout or an
-editable install they are the top-level `resources/` folder beside the package.
+In an installed wheel they are packaged as `workbench/resources` and `workbench/documentation`
+(README.md, docs/ and plugins/README.md, laid out as in the repository); in a source checkout or an
+editable install they are the top-level `resources/` folder and the repository itself.
 """
 
 from __future__ import annotations
@@ -16,6 +17,14 @@ def resources_dir() -> Path:
         if (candidate / "models").is_dir():
             return candidate
     raise FileNotFoundError("The workbench's resources folder is missing; reinstall the package.")
+
+
+def documentation_dir() -> Path | None:
+    """The folder holding README.md and docs/ (their relative links hold there), or None."""
+    for candidate in (_PACKAGE / "documentation", _PACKAGE.parent):
+        if (candidate / "README.md").is_file() and (candidate / "docs" / "methods").is_dir():
+            return candidate
+    return None
 
 
 def source_plugins_dir() -> Path | None:

@@ -51,6 +51,8 @@ ACTIONS: tuple[ActionSpec, ...] = (
                "Coverage of test sets by IDC and the classic criteria, with the IDC and KMNC matrices"),
     ActionSpec("view_robustness", "&Robustness", "View", "Ctrl+6",
                "FOL of attacks, test selection, retraining, convergence and fuzzing (RobOT)"),
+    ActionSpec("view_generators", "&Generators", "View", "Ctrl+7",
+               "Generative models as test-input search spaces: their cards, samples, latent walks and training"),
     ActionSpec("close_view", "&Close view", "View", "Ctrl+W", "Close the current tab (reopen it from this menu)"),
     ActionSpec("toggle_project_dock", "&Project panel", "View", "Ctrl+Shift+P", checkable=True,
                separator_before=True),
@@ -59,6 +61,8 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("full_screen", "&Full screen", "View", "F11", checkable=True, separator_before=True),
     ActionSpec("cancel_all", "&Cancel all jobs", "Jobs", "Ctrl+Shift+X", "Stop every running job"),
     ActionSpec("clear_jobs", "Clear &finished jobs", "Jobs", "", "Remove finished jobs from the jobs panel"),
+    ActionSpec("documentation", "&Documentation", "Help", "",
+               "The workbench's own pages: what it does, its architecture and the methods, readable offline"),
     ActionSpec("shortcuts", "&Keyboard shortcuts", "Help", "F1"),
     ActionSpec("about", "&About the workbench", "Help"),
 )

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import QApplication
 import workbench
 from workbench.core.errors import WorkbenchError
 from workbench.core.project import SETTINGS, Project
+from workbench.gui.app_settings import APPLICATION, ORGANISATION
 from workbench.gui.demo import open_demo_project
 from workbench.gui.errors import install_excepthook, report_error
 from workbench.gui.jobs import PROCESS
@@ -35,7 +36,8 @@ def application() -> QApplication:
     if app is None:
         app = QApplication(sys.argv[:1])
         app.setStyle("Fusion")
-    app.setApplicationName("DL Testing Workbench")
+    app.setOrganizationName(ORGANISATION)
+    app.setApplicationName(APPLICATION)
     app.setApplicationVersion(workbench.__version__)
     return app
 

@@ -13,12 +13,14 @@ from pathlib import Path
 import PySide6
 import pyqtgraph
 from PySide6.QtCore import QByteArray, Qt
-from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow, QMessageBox, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow, QMenu, QMessageBox, QVBoxLayout, QWidget
 
 import workbench
 from workbench.core.errors import WorkbenchError
 from workbench.core.project import SETTINGS, Project
 from workbench.gui.actions import ShortcutsDialog, build_actions
+from workbench.gui.app_settings import add_recent_project, clear_recent_projects, recent_projects
+from workbench.gui.documentation import DocumentationWindow
 from workbench.gui.errors import report_error, report_problems
 from workbench.gui.jobs import FAILED, THREAD, Job, JobRunner
 from workbench.gui.open_dialogs import OpenDatasetDialog, OpenModelDialog
@@ -28,8 +30,10 @@ from workbench.gui.selection import Selection
 from workbench.gui.selection_toolbar import SelectionToolBar
 from workbench.gui.session import Session
 from workbench.gui.status_bar import StatusBar
+from workbench.gui.view_settings import ViewSettings
 from workbench.gui.views.coverage_view import CoverageView
 from workbench.gui.views.data_view import DataView
+from workbench.gui.views.generators_view import GeneratorsView
 from workbench.gui.views.importance_view import ImportanceView
 from workbench.gui.views.model_view import ModelView
 from workbench.gui.views.robustness_view import RobustnessView
@@ -40,7 +44,7 @@ from workbench.gui.widgets.notice_bar import NoticeBar
 from workbench.gui.widgets.view_area import ViewArea
 
 VIEW_TITLES = {"data": "Data", "model": "Model", "training": "Training", "importance": "Importance",
-               "coverage": "Coverage", "robustness": "Robustness"}
+               "coverage": "Coverage", "robustness": "Robustness", "generators": "Generators"}
 DEFAULT_SIZE = (1440, 900)
 PROJECT_WIDTH = 300  # the project dock's width until the user changes it: room for a result's label
 _open_windows: set["MainWindow"] = set()  # windows opened from another window, kept alive here
@@ -58,13 +62,15 @@ class MainWindow(QMainWindow):
         self.session = Session(project, self.runner, self)
         self._initial_selection()
         self.dialogs: list[QWidget] = []  # open dialogs, for tests and for closing with the window
+        self.documentation: DocumentationWindow | None = None
 
         self.views = {"data": DataView(self.session, self.selection),
                       "model": ModelView(self.session, self.selection),
                       "training": TrainingView(self.session, self.selection),
                       "importance": ImportanceView(self.session, self.selection),
                       "coverage": CoverageView(self.session, self.selection),
-                      "robustness": RobustnessView(self.session, self.selection)}
+                      "robustness": RobustnessView(self.session, self.selection),
+                      "generators": GeneratorsView(self.session, self.selection)}
         self.view_area = ViewArea()  # the tabs ask for the shown view's width only, and scroll
         self.tabs = self.view_area.tabs
         self.tabs.setObjectName("viewTabs")
@@ -89,6 +95,7 @@ class MainWindow(QMainWindow):
         self.resizeDocks([self.jobs_dock], [170], Qt.Orientation.Vertical)
 
         self.action_map, self.menus = build_actions(self, self._handlers())
+        self._build_recent_menu()
         self._build_project_menu()
         self._build_toolbar()
         self.status = StatusBar(self.session, self.runner, self)
@@ -96,6 +103,7 @@ class MainWindow(QMainWindow):
         self._connect()
         self.default_state = self.saveState()
         self._restore_layout()
+        add_recent_project(project.folder)
         self._show_start_notices(notices)
         self._update_title()
         self.session.start()
@@ -139,13 +147,55 @@ class MainWindow(QMainWindow):
             "view_training": lambda: self.show_view("training"),
             "view_importance": lambda: self.show_view("importance"),
             "view_coverage": lambda: self.show_view("coverage"),
-            "view_robustness": lambda: self.show_view("robustness"), "close_view": self.close_current_view,
+            "view_robustness": lambda: self.show_view("robustness"),
+            "view_generators": lambda: self.show_view("generators"), "close_view": self.close_current_view,
             "toggle_project_dock": self.project_dock.toggleViewAction(),
             "toggle_jobs_dock": self.jobs_dock.toggleViewAction(),
             "restore_layout": self.restore_default_layout, "full_screen": self.set_full_screen,
             "cancel_all": self.runner.cancel_all, "clear_jobs": self.jobs_panel.clear_finished,
-            "shortcuts": self.show_shortcuts, "about": self.show_about,
+            "documentation": self.show_documentation, "shortcuts": self.show_shortcuts, "about": self.show_about,
         }
+
+    def _build_recent_menu(self) -> None:
+        """File → Recent projects, under the demo project's entry; filled each time it opens."""
+        menu = self.menus["File"]
+        self.recent_menu = QMenu("&Recent projects", menu)
+        self.recent_menu.setObjectName("recentProjectsMenu")
+        self.recent_menu.setToolTipsVisible(True)
+        actions = menu.actions()
+        after_demo = actions[actions.index(self.action_map["open_demo"]) + 1]  # the separator above Open model
+        menu.insertMenu(after_demo, self.recent_menu)
+        self.recent_menu.aboutToShow.connect(self.fill_recent_menu)
+        self.fill_recent_menu()
+
+    def fill_recent_menu(self) -> None:
+        """The last opened project folders, newest first; one that is gone (or no longer a project) is
+        listed greyed out, and Clear recent empties the list."""
+        menu = self.recent_menu
+        menu.clear()
+        folders = recent_projects()
+        home = Path.home()
+        for number, folder in enumerate(folders, start=1):
+            shown = str(folder)
+            if folder.is_relative_to(home):
+                shown = "~/" + folder.relative_to(home).as_posix()
+            exists = (folder / SETTINGS).is_file()
+            text = f"{folder.name}   {shown}" + ("" if exists else "   (missing)")
+            action = menu.addAction(f"&{number}  " + text.replace("&", "&&"),  # a folder's "&" is no shortcut
+                                    lambda folder=folder: self.open_project(folder))
+            action.setData(str(folder))
+            action.setEnabled(exists)
+            action.setToolTip(str(folder) if exists else f"{folder} no longer holds a project")
+        if not folders:
+            menu.addAction("No recent projects").setEnabled(False)
+        menu.addSeparator()
+        clear = menu.addAction("&Clear recent", self.clear_recent)
+        clear.setObjectName("clearRecentProjects")
+        clear.setEnabled(bool(folders))
+
+    def clear_recent(self) -> None:
+        clear_recent_projects()
+        self.fill_recent_menu()
 
     def _build_project_menu(self) -> None:
         menu = self.menus["Project"]
@@ -396,6 +446,8 @@ class MainWindow(QMainWindow):
             self.open_project(folder)
 
     def open_project(self, folder: str | Path) -> "MainWindow | None":
+        if Path(folder).resolve() == self.session.project.folder.resolve():
+            self._save_layout()  # reopening this project: the new window starts from how this one is now
         try:
             project = Project.open(folder)
         except WorkbenchError as exc:
@@ -447,6 +499,16 @@ class MainWindow(QMainWindow):
     def _on_job_failed(self, job: Job) -> None:
         self._dialog(report_error(self, job.record.error, job.record.details, title=f"{job.name} failed"))
 
+    def show_documentation(self) -> DocumentationWindow:
+        """Help → Documentation: one window of the workbench's own pages, raised when it is open already."""
+        if self.documentation is None or not is_alive(self.documentation):
+            self.documentation = DocumentationWindow(parent=self)
+            self.documentation.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        self.documentation.show()
+        self.documentation.raise_()
+        self.documentation.activateWindow()
+        return self._dialog(self.documentation)
+
     def show_shortcuts(self) -> ShortcutsDialog:
         dialog = ShortcutsDialog(self)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
@@ -474,13 +536,19 @@ class MainWindow(QMainWindow):
                   "view": self.current_view(),
                   "closed_views": [n for n, v in self.views.items() if self.tabs.indexOf(v) < 0]}
         selection = {"model": self.selection.model, "dataset": self.selection.dataset, "split": self.selection.split}
+        stored = project.settings.get("gui", {}).get("views")
+        views = dict(stored) if isinstance(stored, dict) else {}  # views this window does not have keep theirs
+        views.update({name: settings.state() for name, settings in self.view_settings.items()})
         try:
-            project.set_gui(layout=layout, selection=selection)
+            project.set_gui(layout=layout, selection=selection, views=views)
         except WorkbenchError:
             pass  # the layout is a convenience: a folder that went read-only must not block closing
 
     def _restore_layout(self) -> None:
-        layout = self.session.project.settings.get("gui", {}).get("layout", {})
+        gui = self.session.project.settings.get("gui", {})
+        saved = gui.get("views") if isinstance(gui.get("views"), dict) else {}
+        self.view_settings = {name: ViewSettings(view, saved.get(name)) for name, view in self.views.items()}
+        layout = gui.get("layout", {})
         if layout.get("geometry"):
             self.restoreGeometry(QByteArray.fromBase64(layout["geometry"].encode()))
         else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pyqtgraph as pg
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QApplication, QGraphicsItem
 
@@ -21,3 +22,62 @@ def cache_axes(plot: pg.PlotItem) -> pg.PlotItem:
     for side in ("left", "bottom", "right", "top"):
         plot.getAxis(side).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
     return plot
+
+
+TITLE_LINES = 2  # a wrapped axis title takes at most this many lines; past them it is shortened
+
+
+def text_lines(document) -> int:
+    """How many lines a laid-out text document takes."""
+    document.documentLayout()  # lays it out
+    lines, block = 0, document.begin()
+    while block.isValid():
+        lines += max(1, block.layout().lineCount())
+        block = block.next()
+    return lines
+
+
+def fit_axis_title(axis: pg.AxisItem) -> None:
+    """Show a vertical axis's title (a colour bar's units) whole: on one line where it fits the axis's
+    length, wrapped onto two where it does not ("relevance (sum over images)" beside a short bar),
+    and, on a bar too short for that, as its first word with the full title in the tooltip — never
+    running off the plot or under the tick values.
+
+    The axis widens by the extra line (pyqtgraph sizes an axis by its title's height). Call it after
+    the title changes; `keep_axis_title_whole` calls it whenever the axis is resized, too.
+    """
+    label = axis.label
+    if label is None or axis.orientation not in ("left", "right"):
+        return
+    length = axis.size().height() - 4
+    label.setHtml(axis.labelString())  # the full title, also after a shortened one
+    label.setToolTip("")
+    label.setTextWidth(-1)
+    short = False
+    if 0 < length < label.boundingRect().width():
+        label.setTextWidth(max(length, 24.0))
+        option = label.document().defaultTextOption()
+        option.setAlignment(Qt.AlignmentFlag.AlignHCenter)
+        label.document().setDefaultTextOption(option)
+        short = text_lines(label.document()) > TITLE_LINES or label.document().size().width() > length + 0.5
+        if short:
+            label.setTextWidth(-1)
+    axis.showLabel(label.isVisible())  # pyqtgraph sizes the axis again for the label's height (and sets it again)
+    full = axis.labelText.strip()
+    if short and full:
+        label.setHtml(axis.labelString().replace(full, full.split()[0]))
+        label.setToolTip(full)
+    axis.resizeEvent()  # and centres the label along the axis
+
+
+def keep_axis_title_whole(axis: pg.AxisItem) -> None:
+    """Wrap `axis`'s title to its length now and after every resize (see `fit_axis_title`).
+
+    The axis sizes itself to its tick values and its title (a colour bar's axis comes with a fixed
+    width of 45 px, too narrow for "10,000" beside a title); it only grows, so it does not jitter
+    while counts rise.
+    """
+    axis.setStyle(autoReduceTextSpace=False)
+    axis.setWidth(None)
+    axis.geometryChanged.connect(lambda: fit_axis_title(axis))
+    fit_axis_title(axis)

@@ -237,3 +237,26 @@ def sample_grid(ctx: JobContext, generator: Generator, per_class: int = 8, seed:
     y = torch.arange(k).repeat_interleave(per_class) if generator.conditional else None
     x = decode_in_batches(ctx, generator, z, y, "sample grid")
     return np.ascontiguousarray(x.numpy().reshape(k, per_class, c, h, w), dtype=np.float32)
+
+
+def latent_walk(ctx: JobContext, generator: Generator, dimension: int, values, label: int | None = None,
+                seed: int = 0, images=None) -> np.ndarray:
+    """float32 (len(values), C, H, W): one latent with its `dimension`-th coordinate set to each of
+    `values`, decoded (with `label` for a class-conditional generator). The latent is a seeded prior
+    draw, or for a generator with an encoder the encoding of a seeded image of class `label` from
+    `images`, so a walk starts from a real input as the search's seeds do."""
+    import torch
+
+    if isinstance(dimension, bool) or not 0 <= int(dimension) < generator.latent_dim:
+        raise WorkbenchError(f"Latent dimension {dimension!r} does not exist: the generator has "
+                             f"{generator.latent_dim} (0 to {generator.latent_dim - 1}).", "Choose one of them.")
+    if generator.can_encode and images is not None and len(images):
+        order = draw_indices(len(images), len(images), seed)
+        pick = order[np.asarray(images.labels)[order] == label][:1] if label is not None else order[:1]
+        base = generator.encode(images.tensor(pick if len(pick) else order[:1]))[:1].cpu()
+    else:
+        base = generator.sample_latent(1, torch.Generator().manual_seed(int(seed)))
+    z = base.repeat(len(values), 1)
+    z[:, int(dimension)] = torch.as_tensor(np.asarray(values, dtype=np.float32))
+    y = torch.full((len(values),), int(label)) if generator.conditional else None
+    return decode_in_batches(ctx, generator, z, y, "latent walk").numpy()

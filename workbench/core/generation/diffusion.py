@@ -160,8 +160,15 @@ class ConditionalDiffusion(Generator):
         return {"diffusers": diffusers.__version__}
 
     # diffusers' own files: config.json, diffusion_pytorch_model.safetensors, scheduler_config.json
-    def save_weights(self, folder: Path) -> None:
-        self.unet.save_pretrained(str(folder), safe_serialization=True)
+    def save_weights(self, folder: Path, half: bool = False) -> None:
+        if half:  # a copy: the model in use stays float32
+            import copy
+
+            import torch
+
+            copy.deepcopy(self.unet).to(torch.float16).save_pretrained(str(folder), safe_serialization=True)
+        else:
+            self.unet.save_pretrained(str(folder), safe_serialization=True)
         self.scheduler.save_pretrained(str(folder))
 
     def load_weights(self, folder: Path) -> None:

@@ -89,6 +89,23 @@ class GeneratorCard:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
+    def summary(self) -> list[tuple[str, str]]:
+        """(label, text) lines of the card's measures, for the CLI and the Generators view."""
+        losses = ", ".join(f"{k} {v:.4g}" for k, v in self.final_losses.items()) or "none"
+        lines = [("Final losses", losses)]
+        if self.latent_range:
+            r = self.latent_range
+            lines.append(("Latent range", f"[{r['low']:.4g}, {r['high']:.4g}] ({r['range']:.4g}, from {r['n']} "
+                                          f"{r['source']}); mutation extents high {r['extent_high']:.3g}, "
+                                          f"low {r['extent_low']:.3g}"))
+        if self.seed_acceptance:
+            a = self.seed_acceptance
+            lines.append((f"Seed acceptance by {a['classifier']}", f"{a['rate'] * 100:.1f} % of {a['n']} "
+                                                                    f"{a['samples']}"))
+        else:
+            lines.append(("Seed acceptance", "not measured (no reference classifier)"))
+        return lines
+
     def warnings(self) -> list[str]:
         """What a user should know before searching with this generator."""
         out = []
@@ -263,12 +280,27 @@ class Generator:
     def parameter_count(self) -> int:
         return sum(p.numel() for p in self.net.parameters())
 
-    def save_weights(self, folder: Path) -> None:
-        """Write the weights into `folder` (the files `weight_files` names)."""
+    def save_weights(self, folder: Path, half: bool = False) -> None:
+        """Write the weights into `folder` (the files `weight_files` names); with `half`, floating-point
+        weights as float16 (they are read back into float32 networks: `round_to_half` first, so what
+        is stored is exactly what is used)."""
+        import torch
         from safetensors.torch import save_file
 
-        save_file({k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()},
-                  str(Path(folder) / WEIGHTS_FILE))
+        def stored(v):
+            v = v.detach().cpu().contiguous()
+            return v.half() if half and v.dtype == torch.float32 else v
+
+        save_file({k: stored(v) for k, v in self.state_dict().items()}, str(Path(folder) / WEIGHTS_FILE))
+
+    def round_to_half(self) -> None:
+        """Round every float32 weight to the nearest float16 value, in place (kept as float32)."""
+        import torch
+
+        with torch.no_grad():
+            for tensor in self.state_dict().values():
+                if tensor.dtype == torch.float32:
+                    tensor.copy_(tensor.half().float())
 
     def load_weights(self, folder: Path) -> None:
         """Read the weights `save_weights` wrote; weights of another shape are refused, saying which."""

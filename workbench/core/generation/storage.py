@@ -42,9 +42,9 @@ def is_generator_folder(path) -> bool:
 
 
 def save_generator(generator: Generator, folder, card: GeneratorCard, grid: np.ndarray | None = None,
-                   training_state: dict | None = None) -> Path:
+                   training_state: dict | None = None, half: bool = False) -> Path:
     """Write `generator` with its card (and sample grid, and training state for resuming) as the folder
-    `folder`, replacing the version there atomically."""
+    `folder`, replacing the version there atomically; `half` stores the weights as float16."""
     import torch
 
     folder = Path(folder)
@@ -54,7 +54,7 @@ def save_generator(generator: Generator, folder, card: GeneratorCard, grid: np.n
         raise WorkbenchError(f"{folder} holds other files and is not a generator folder; they are left alone.",
                              "Choose a new or empty folder for the generator (--out DIR).")
     with atomic_folder(folder) as tmp:
-        generator.save_weights(tmp)
+        generator.save_weights(tmp, half=half)
         files = [f for f in generator.weight_files if (tmp / f).is_file()]
         missing = sorted(set(generator.weight_files) - set(files))
         if missing:
@@ -107,6 +107,39 @@ def bundled_generators() -> list[dict]:
                       "dataset": card.get("dataset"), "title": card.get("title"), "epochs": card.get("epochs"),
                       "seed_acceptance": (card.get("seed_acceptance") or {}).get("rate")})
     return found
+
+
+def generator_folders(root) -> list[Path]:
+    """The generator folders directly inside `root` (a project's generators/ folder), by name."""
+    root = Path(root)
+    return sorted(p for p in root.iterdir() if is_generator_folder(p)) if root.is_dir() else []
+
+
+def listed_generators(*roots) -> list[dict]:
+    """The bundled generators, then those in the folders `roots` (a project's generators/), each as
+    {"name", "kind", "path", "dataset", "title", "epochs", "seed_acceptance", "bundled"}; a folder
+    whose descriptor cannot be read is listed with a "problem"."""
+    found = [{**entry, "bundled": True} for entry in bundled_generators()]
+    for root in roots:
+        for folder in generator_folders(root):
+            try:
+                data = read_descriptor(folder)
+                card = data.get("card") or {}
+                found.append({"name": folder.name, "kind": data["kind"], "path": str(folder),
+                              "dataset": card.get("dataset"), "title": card.get("title"),
+                              "epochs": card.get("epochs"), "bundled": False,
+                              "seed_acceptance": (card.get("seed_acceptance") or {}).get("rate")})
+            except WorkbenchError as exc:
+                found.append({"name": folder.name, "path": str(folder), "bundled": False, "problem": exc.message})
+    return found
+
+
+def load_generator_job(ctx, spec, num_classes: int | None = None) -> Generator:
+    """`load_generator` as a job (the window's I/O lane): reading and hashing the weights."""
+    ctx.progress(0, 1, f"reading generator {Path(str(spec)).name}")
+    generator = load_generator(spec, num_classes)
+    ctx.progress(1, 1, "read")
+    return generator
 
 
 def resolve_generator(spec) -> Path:
@@ -215,3 +248,55 @@ def read_training_state(folder) -> dict:
             not isinstance(state.get("optimisers"), dict):
         raise WorkbenchError(f"{path} is not a workbench training state.", "Train the generator again.")
     return state
+
+
+HALF_CHECK_SAMPLES = 200  # latents decoded with both precisions to state what storing in float16 changes
+
+
+def export_generator(ctx, source, dest, *, half: bool = False, dataset=None, classifier=None) -> Path:
+    """A copy of generator folder `source` for sharing or bundling, without its training state (resuming
+    needs it, a search does not). With `half`, the weights are rounded to float16 and stored so (half
+    the size); the card is then measured again on the rounded weights — latent range, seed acceptance
+    (with `classifier`), sample grid — and its notes say how far the rounding moves the decoded
+    pixels, measured on the same latents decoded before and after. `dataset` gives the test images a
+    VAE is measured on."""
+    import copy
+
+    import torch
+
+    from workbench.core.generation.assessment import (decode_in_batches, encode_in_batches, measure_latent_range,
+                                                      sample_grid, seed_acceptance)
+
+    generator = load_generator(source)
+    card = copy.deepcopy(generator.card)
+    dest = Path(dest)
+    if dest.resolve() == Path(generator.folder).resolve():
+        raise WorkbenchError("The copy would replace the generator it is made from.", "Choose another folder.")
+    images = None
+    if dataset is not None:
+        test = dataset.splits.get("test")
+        images = test if test is not None and len(test) else dataset.split("train")
+    if generator.can_encode and images is None and half:
+        raise WorkbenchError(f"The {generator.title or generator.kind} generator is measured on encoded test "
+                             "images, and no dataset was given.", f"Name its dataset ({card.dataset}).")
+    grid = read_samples(generator.folder)
+    if half:
+        rng = torch.Generator().manual_seed(0)
+        z = (encode_in_batches(ctx.quiet(), generator, images.tensor(range(min(HALF_CHECK_SAMPLES, len(images)))))
+             if generator.can_encode else generator.sample_latent(HALF_CHECK_SAMPLES, rng))
+        y = torch.arange(len(z)) % generator.num_classes if generator.conditional else None
+        before = decode_in_batches(ctx.quiet(), generator, z, y)
+        generator.round_to_half()
+        difference = (decode_in_batches(ctx.quiet(), generator, z, y) - before).abs()
+        before_range, before_acceptance = card.latent_range or {}, card.seed_acceptance or {}
+        card.latent_range = measure_latent_range(ctx.quiet(), generator, images, before_range.get("n", 1000),
+                                                 card.seed, before_range.get("split") or "test").to_dict()
+        if classifier is not None:
+            card.seed_acceptance = seed_acceptance(ctx.quiet(), generator, classifier, images,
+                                                   before_acceptance.get("n", 500), card.seed).to_dict()
+        grid = sample_grid(ctx.quiet(), generator, grid.shape[1] if grid is not None else 8, card.seed, images)
+        card.notes = [*card.notes, f"Weights stored as float16 (half the file size): over {len(z)} decoded samples "
+                                   f"the pixels (0 to 1) moved by at most {float(difference.max()):.2g}, "
+                                   f"{float(difference.mean()):.1g} on average; the card is measured on them."]
+    ctx.progress(1, 1, "saving")
+    return save_generator(generator, dest, card, grid, half=half)

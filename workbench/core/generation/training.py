@@ -263,3 +263,15 @@ def diverged(bad: dict, epoch: int, step: int, steps: int, card: GeneratorCard, 
             "No epoch had finished, so nothing was saved; train again with a lower learning rate (--lr).")
     return WorkbenchError(f"Training diverged: the {name} loss became {value} in epoch {epoch + 1}, batch "
                           f"{step + 1} of {steps}.", kept)
+
+
+def train_with_reference(ctx: JobContext, kind: str, dataset, out, **settings) -> TrainedGenerator:
+    """`train_generator` with the bundled classifier of `dataset` (if there is one) as the reference
+    that measures seed acceptance: the Generators view's job."""
+    from workbench.core.model_io import bundled_classifier, load_model
+
+    name = bundled_classifier(dataset.recipe.get("name", dataset.name))
+    classifier = load_model(name) if name else None
+    if classifier is None:
+        ctx.notice(f"No bundled classifier knows {dataset.name}: seed acceptance is not measured.")
+    return train_generator(ctx, kind, dataset, out, classifier=classifier, **settings)

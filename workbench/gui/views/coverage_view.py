@@ -69,6 +69,9 @@ class CoverageView(AnalysisView):
     layer_picker_name = "coverageLayerPicker"
     layer_tip = "The layer IDC measures (the neuron criteria measure every layer)"
     layer_width = 210
+    # Kept in the project when the window closes (gui/view_settings.py).
+    remembered = ("m_box", "criterion_actions", "a_box", "b_box", "difference", "log_scale")
+    remembered_values = {"set_keys": list[str] | None}
 
     def __init__(self, session: Session, selection: Selection, parent: QWidget | None = None):
         super().__init__(session, selection, parent)

@@ -78,6 +78,8 @@ class Inspector(QFrame):
 
 
 class DataView(QWidget):
+    remembered = ("class_box", "outcome_box", "zoom")  # kept in the project (gui/view_settings.py)
+
     def __init__(self, session: Session, selection: Selection, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("dataView")
@@ -93,6 +95,7 @@ class DataView(QWidget):
         self.outcome_box = QComboBox()
         self.outcome_box.addItems([OUTCOME_LABELS[o] for o in OUTCOMES])
         self.outcome_box.setToolTip("Needs predictions: evaluate the selected model on this split")
+        self.outcome_box.setEnabled(False)  # until there are predictions
         self.outcome_box.currentIndexChanged.connect(self._apply_filter)
         self.zoom = QSlider(Qt.Orientation.Horizontal)
         self.zoom.setRange(0, len(ZOOMS) - 1)
@@ -236,10 +239,10 @@ class DataView(QWidget):
         counts = np.bincount(data.labels, minlength=dataset.num_classes)
         self.class_box.blockSignals(True)
         self.class_box.clear()
-        self.class_box.addItem(f"All classes ({len(data):,})")
+        self.class_box.addItem(f"All classes ({len(data):,})", "all")
         self._class_of_item = [None]
         for k, name in enumerate(dataset.class_names):
-            self.class_box.addItem(swatch_icon(k), f"{name} ({counts[k]:,})")
+            self.class_box.addItem(swatch_icon(k), f"{name} ({counts[k]:,})", k)  # the class: remembered by it
             self._class_of_item.append(k)
         self.class_box.setCurrentIndex(previous if 0 <= previous < self.class_box.count() else 0)
         self.class_box.blockSignals(False)

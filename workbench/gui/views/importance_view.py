@@ -52,6 +52,9 @@ GALLERY_SAMPLE = 10_000  # training images a gallery ranks: a seeded sample keep
 ABLATION_DRAWS = 5
 M_DEBOUNCE_MS = 300  # the ablation waits for the m spin box to rest
 PARTIAL_REDRAW_MS = 250  # running relevance totals are redrawn at most this often
+# The heatmap's colour-bar titles; word joiners keep "|relevance|" on one line when the title wraps.
+RAW_UNITS = "relevance (sum over images)"
+NORMALISED_UNITS = "relevance ÷ the class's largest |\u2060relevance\u2060|"
 
 
 def number(value: float) -> str:
@@ -82,6 +85,7 @@ class ImportanceView(AnalysisView):
     layer_picker_name = "layerPicker"
     layer_tip = "The layer whose neurons are ranked (the catalogue of the selected model)"
     layer_width = 230
+    remembered = ("m_box", "normalise", "opacity")  # kept in the project (gui/view_settings.py)
 
     def __init__(self, session: Session, selection: Selection, parent: QWidget | None = None):
         super().__init__(session, selection, parent)
@@ -176,7 +180,8 @@ class ImportanceView(AnalysisView):
         right = QSplitter(Qt.Orientation.Vertical)
         right.addWidget(self._section("", self.gallery))
         right.addWidget(self._section("Input inspector", self.inspector))
-        right.setSizes([330, 320])
+        right.setStretchFactor(1, 1)  # height to spare goes to the inspector: the gallery's tiles have a fixed size
+        right.setSizes([300, 350])
         body = QSplitter()
         body.addWidget(left)
         body.addWidget(right)
@@ -299,7 +304,7 @@ class ImportanceView(AnalysisView):
         key, progress = self.partial
         # Per-class sums arrive only with the result: until then one row holds the running totals.
         totals = np.asarray(progress.totals, dtype=np.float64)
-        self.heatmap.set_matrix(totals[None, :], ["all classes, so far"], units="relevance (sum over images)",
+        self.heatmap.set_matrix(totals[None, :], ["all classes, so far"], units=RAW_UNITS,
                                 neuron_title=f"Neuron of {key[2]}")
         self.heatmap.bars.set_values(totals)
         words = fitted_on(self.session.datasets[key[1]]) if key[1] in self.session.datasets else "images"
@@ -321,9 +326,9 @@ class ImportanceView(AnalysisView):
         if self.normalise.isChecked():
             scale = np.nanmax(np.abs(values), axis=1, keepdims=True)
             values = np.divide(values, scale, out=np.zeros_like(values), where=scale > 0)
-            units = "relevance ÷ the class's largest |relevance|"
+            units = NORMALISED_UNITS
         else:
-            units = "relevance (sum over images)"
+            units = RAW_UNITS
         rows = names if result.per_class is not None else ["all classes"]
         empty = result.empty_classes if result.per_class is not None else []
         self.heatmap.set_matrix(values, rows, empty, units=units, neuron_title=f"Neuron of {layer}")

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLab
 from workbench.gui.selection import Selection
 from workbench.gui.session import Session
 from workbench.gui.widgets.class_bars import ClassBars
-from workbench.gui.widgets.empty_state import EmptyState, MessageOrContent
+from workbench.gui.widgets.empty_state import EmptyState, MessageOrContent, keep_space_when_hidden
 from workbench.gui.widgets.export import ExportButton
 from workbench.gui.widgets.heatmap import Heatmap
 
@@ -81,6 +81,7 @@ class ModelView(QWidget):
         self.layers.horizontalHeader().setStretchLastSection(True)
         self.layers_note = QLabel()
         self.layers_note.setWordWrap(True)
+        keep_space_when_hidden(self.layers_note)  # the per-class bars below stay put when it comes or goes
         self.bars_title = section_label("Per-class accuracy")
         self.bars = ClassBars()
         self.bars.setMinimumHeight(220)

@@ -95,6 +95,13 @@ def dataset_eps(dataset) -> tuple[float, str]:
 
 class RobustnessView(QWidget):
     open_model_requested = Signal()
+    # Kept in the project when the window closes (gui/view_settings.py); ε with the dataset it is for.
+    remembered = ("eps_box", "inputs_box", "strategy_box", "budget_box", "histogram.log_box",
+                  "histogram.percent_box", "retrain.strategy_actions", "retrain.budgets_edit", "retrain.seeds_box",
+                  "retrain.epochs_box", "retrain.paper_box", "converge.rounds_box", "converge.requirement_box",
+                  "converge.epochs_box", "converge.plateau_box", "fuzz.seeds_box", "fuzz.time_box",
+                  "fuzz.project_box", "fuzz.join_box")
+    remembered_values = {"eps_dataset": str | None}
 
     def __init__(self, session: Session, selection: Selection, parent: QWidget | None = None):
         super().__init__(parent)
@@ -112,7 +119,7 @@ class RobustnessView(QWidget):
         self.comparison: dict | None = None
         self._shown_before: tuple[list[dict], dict | None] = ([], None)
         self.rounds: list[dict] = []
-        self._eps_for: str | None = None
+        self.eps_dataset: str | None = None  # the dataset ε was set for (its default then)
         self._fuzzing_from = None  # the set-up the running fuzzer's tests are to join
 
         self.eps_box = QDoubleSpinBox()
@@ -218,10 +225,11 @@ class RobustnessView(QWidget):
                                     "for evaluation; choose a dataset with both.")
             return
         self.stack.show_content()
-        if self._eps_for != self.selection.dataset:
-            self._eps_for = self.selection.dataset
+        if self.eps_dataset != self.selection.dataset or not self.eps_box.toolTip():
             eps, tip = dataset_eps(data)
-            self.eps_box.setValue(eps)
+            if self.eps_dataset != self.selection.dataset:  # else ε is the one kept from last time
+                self.eps_dataset = self.selection.dataset
+                self.eps_box.setValue(eps)
             self.eps_box.setToolTip(f"L∞ attack budget ε. {tip}")
         key = (self.selection.model, self.selection.dataset, bundle.fingerprint, round(self.eps_box.value(), 6),
                POOL_INPUTS[self.inputs_box.currentText()])

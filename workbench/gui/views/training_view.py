@@ -28,6 +28,7 @@ from workbench.gui.widgets.training_curves import TrainingCurves
 
 class TrainingView(QWidget):
     trained = Signal(str)  # the new model's name, once it joined the project
+    remembered = ("epochs", "batch_size", "lr", "seed")  # kept in the project (gui/view_settings.py)
 
     def __init__(self, session: Session, selection: Selection, parent: QWidget | None = None):
         super().__init__(parent)

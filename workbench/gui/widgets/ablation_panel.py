@@ -70,6 +70,8 @@ class AblationPanel(QWidget):
         for item in (self.bars, self.spread, self.draws, self.zero):
             plot.addItem(item)
         self._labels: list[pg.TextItem] = []
+        self._x_range = (0.0, 1.0)  # what the bars, draws and labels' anchors need, in data units
+        plot.vb.sigResized.connect(lambda _vb: self._fit_x_range())
         content = QWidget()
         layout = QHBoxLayout(content)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -109,7 +111,8 @@ class AblationPanel(QWidget):
         m, draws = result.m, len(result.random_accuracies)
         self.plot.getAxis("left").setTicks([[(0, f"top {m}"), (1, f"{m} random ({draws}×)")]])
         low = min(0.0, top, float(drops.min(initial=0.0)))
-        self.plot.setXRange(low - 0.05 * reach, reach * 1.45, padding=0)
+        self._x_range = (low - 0.05 * reach, reach * 1.45)
+        self._fit_x_range()
         self.plot.setYRange(-0.6, 1.6, padding=0)
         what = "set to zero" if result.mode == "zero" else f"set to their {result.mode}"
         self.verdict.setText(
@@ -118,6 +121,17 @@ class AblationPanel(QWidget):
             f"with the top {m} of {layer} {what}, {100 * float(np.mean(result.random_accuracies)):.1f} % on "
             f"average with {m} random ones ({draws} draws).")
         self.stack.show_content()
+
+    def _fit_x_range(self) -> None:
+        """Widen the x range until each value label ends inside the plot: "+0.3 ± 0.4" is never cut."""
+        low, high = self._x_range
+        width = self.plot.vb.width()
+        for label in self._labels:
+            share = (label.boundingRect().width() + 6) / width if width > 0 else 0.0
+            if 0 < share < 0.9:
+                # The label starts at x and is `share` of the range wide: x + share·(high − low) ≤ high.
+                high = max(high, (label.pos().x() - share * low) / (1 - share))
+        self.plot.setXRange(low, high, padding=0)
 
     def rows(self) -> tuple[list[str], list[list]]:
         """The result as CSV rows: one per ablated set."""

@@ -26,7 +26,7 @@ from workbench.gui.colors import (
     NEVER_COVERABLE,
     UNCOVERED,
 )
-from workbench.gui.plot_style import cache_axes
+from workbench.gui.plot_style import cache_axes, fit_axis_title, keep_axis_title_whole
 from workbench.gui.widgets.neuron_bars import ReadoutItem
 
 MIN_GRID_PX = 6  # cells narrower than this get no separating lines: they would hide the colours
@@ -89,6 +89,7 @@ class CoverageMatrix(pg.GraphicsLayoutWidget):
         self.bar = pg.ColorBarItem(values=self.levels, colorMap=self.colormap, interactive=False,
                                    colorMapMenu=False, width=16)
         self.bar.setImageItem(self.count_image)
+        keep_axis_title_whole(self.bar.axis)  # a long colour-bar title wraps instead of being cut
         # The chosen cell: a white frame around a dark one, visible on every colour of the map.
         self.outline_halo, self.outline = QGraphicsRectItem(), QGraphicsRectItem()
         self.row_outline = QGraphicsRectItem()
@@ -138,6 +139,7 @@ class CoverageMatrix(pg.GraphicsLayoutWidget):
         self.bar.setLevels(self.levels)
         self.bar.axis.setTicks([log_ticks(self.levels[1])] if log else None)
         self.bar.axis.setLabel(f"{units} (log)" if log else units)
+        fit_axis_title(self.bar.axis)
         self.bar.setVisible(True)
         self._after_content()
 

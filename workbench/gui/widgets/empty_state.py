@@ -40,6 +40,7 @@ class EmptyState(QWidget):
         self.busy.setRange(0, 0)
         self.busy.setMaximumWidth(240)
         self.busy.setTextVisible(False)
+        keep_space_when_hidden(self.busy)  # the buttons under it stay where they are, busy or not
         self.buttons = QHBoxLayout()
         self.buttons.addStretch(1)
         self.buttons.addStretch(1)
@@ -113,6 +114,15 @@ class MessageOrContent(QStackedWidget):
 
     def show_content(self) -> None:
         self.setCurrentWidget(self.content)
+
+
+def keep_space_when_hidden(widget: QWidget) -> QWidget:
+    """Let `widget` keep its place in its layout while hidden, so what is below it never moves when
+    it appears or goes (a status line, a busy bar): a click aimed at a button does not land beside it."""
+    policy = widget.sizePolicy()
+    policy.setRetainSizeWhenHidden(True)
+    widget.setSizePolicy(policy)
+    return widget
 
 
 def headed_stack(header, body: QWidget) -> MessageOrContent:

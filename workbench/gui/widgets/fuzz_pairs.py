@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.gui.colors import MISMATCH, class_color
-from workbench.gui.widgets.empty_state import fill, headed_stack
+from workbench.gui.widgets.empty_state import fill, headed_stack, keep_space_when_hidden
 from workbench.gui.widgets.fol_histogram import GRAD_L2_LABEL, format_value
 from workbench.gui.widgets.relevance_overlay import relevance_lut, to_rgb_qimage
 from workbench.gui.widgets.selection_strip import as_display_images
@@ -268,7 +268,7 @@ class FuzzPairs(QWidget):
         self.counter = QLabel()
         self.counter.setObjectName("fuzzCounter")
         self.counter.setStyleSheet("font-weight: bold")
-        self.counter.setVisible(False)
+        keep_space_when_hidden(self.counter).setVisible(False)  # the tiles stay put when it appears
         self.key = QLabel()
         self.key.setPixmap(diverging_key())
         self.key.setToolTip("Difference test − seed: blue where the test is darker, red where it is brighter; "

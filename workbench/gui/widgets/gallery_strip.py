@@ -1,11 +1,13 @@
 """A neuron's gallery: the images that make it most relevant and most active, relevance drawn over them.
 
 `GalleryGrid` paints a few tiles itself (no widget per image): each image scaled by a whole factor
-with nearest-neighbour sampling, the relevance overlay at the chosen opacity, and one line under it:
-the true label with its class colour and the score — or, with a red frame, the prediction where it
-differs from the label, as under every thumbnail in the workbench. The tooltip says all of it. Arrow
-keys move between tiles; a click or Enter emits `activated(position)`.
-`GalleryPanel` puts the two rankings side by side under the neuron's name.
+with nearest-neighbour sampling, the relevance overlay at the chosen opacity, and two lines under
+it: the true label with its class colour, then the score — or, with a red frame, the prediction
+where it differs from the label, as under every thumbnail in the workbench. Tiles are as wide as
+their longest caption needs, so no class name is cut. The tooltip says all of it. Arrow keys move
+between tiles; a click or Enter emits `activated(position)`.
+`GalleryPanel` puts the two rankings side by side under the neuron's name, with one colour scale
+for their overlays: each image's relevance is scaled to its own largest |R|, and the scale says so.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from PySide6.QtGui import QColor, QImage, QPainter, QPalette, QPen, QPixmap
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from workbench.gui.colors import MISMATCH, class_color
-from workbench.gui.widgets.empty_state import MessageOrContent
-from workbench.gui.widgets.relevance_overlay import overlay_image
+from workbench.gui.widgets.empty_state import MessageOrContent, keep_space_when_hidden
+from workbench.gui.widgets.relevance_overlay import overlay_image, symmetric_limit
+from workbench.gui.widgets.relevance_scale import RelevanceScale, limit_text
+from workbench.gui.widgets.thumbnail_grid import SWATCH, SWATCH_GAP
 
 
 @dataclass
@@ -50,6 +54,7 @@ class GalleryGrid(QWidget):
         self.columns, self.scale, self.score_name = columns, scale, score_name
         self.tiles: list[Tile] = []
         self.images: list[QImage] = []
+        self.limits: list[float] = []  # each tile's overlay runs to ±its own largest |relevance|
         self.opacity = 0.6
         self.current = -1
         font = self.font()
@@ -71,16 +76,50 @@ class GalleryGrid(QWidget):
         self.update()
 
     def _render_images(self) -> None:
-        self.images = [overlay_image(t.pixels, t.heatmap, self.opacity) for t in self.tiles]
+        self.limits = [symmetric_limit(t.heatmap) if t.heatmap is not None else 1.0 for t in self.tiles]
+        self.images = [overlay_image(t.pixels, t.heatmap, self.opacity, limit)
+                       for t, limit in zip(self.tiles, self.limits)]
 
     def image_side(self) -> int:
         side = max((max(t.pixels.shape[:2]) for t in self.tiles), default=28)
         return side * self.scale
 
+    @staticmethod
+    def right_text(tile: Tile) -> str:
+        """The second caption line: the score, or the prediction where it is wrong."""
+        return f"→ {tile.prediction_name}" if tile.wrong else tile.caption
+
+    def text_width(self) -> int:
+        """What the widest caption line needs: a class name after its swatch, or the second line."""
+        fm = self.fontMetrics()
+        widths = [max(SWATCH + SWATCH_GAP + fm.horizontalAdvance(t.label_name),
+                      fm.horizontalAdvance(self.right_text(t))) for t in self.tiles]
+        return max(widths, default=0) + 1
+
     def tile_size(self) -> QSize:
-        line = self.fontMetrics().height() + 1
+        line = self.fontMetrics().height()
         side = self.image_side()
-        return QSize(max(side, 80) + 2 * self.PAD, side + 2 * self.PAD + line)
+        width = max(side, 80, min(self.text_width(), 2 * max(side, 80)))
+        return QSize(width + 2 * self.PAD, self.PAD + side + self.PAD // 2 + 2 * line + self.PAD // 2)
+
+    def caption_rects(self, position: int) -> tuple[QRect, QRect, QRect]:
+        """(swatch, class name, score or prediction) rectangles of the tile at `position`."""
+        rect = self.tile_rect(position)
+        line = self.fontMetrics().height()
+        y = rect.y() + self.PAD + self.image_side() + self.PAD // 2
+        swatch = QRect(rect.x() + self.PAD, y + (line - SWATCH) // 2, SWATCH, SWATCH)
+        left = rect.x() + self.PAD + SWATCH + SWATCH_GAP
+        name = QRect(left, y, rect.x() + rect.width() - self.PAD - left, line)
+        second = QRect(rect.x() + self.PAD, y + line, rect.width() - 2 * self.PAD, line)
+        return swatch, name, second
+
+    def captions(self, position: int) -> list[tuple[QRect, str]]:
+        """The tile's two caption lines as painted: (rect, text), elided only past the widest tile."""
+        fm = self.fontMetrics()
+        tile = self.tiles[position]
+        _, name, second = self.caption_rects(position)
+        return [(r, fm.elidedText(text, Qt.TextElideMode.ElideRight, r.width()))
+                for r, text in ((name, tile.label_name), (second, self.right_text(tile)))]
 
     def tile_rect(self, position: int) -> QRect:
         size = self.tile_size()
@@ -98,8 +137,6 @@ class GalleryGrid(QWidget):
     def paintEvent(self, event) -> None:
         painter = QPainter(self)
         palette = self.palette()
-        fm = self.fontMetrics()
-        line = fm.height() + 1
         for position, (tile, image) in enumerate(zip(self.tiles, self.images)):
             rect = self.tile_rect(position)
             selected = position == self.current
@@ -115,22 +152,16 @@ class GalleryGrid(QWidget):
             if tile.wrong:
                 painter.setPen(QPen(MISMATCH, 3))
                 painter.drawRect(box.adjusted(-1, -1, 1, 1))
-            y = box.bottom() + self.PAD // 2
-            swatch = QRect(rect.x() + self.PAD, y + (line - 8) // 2, 8, 8)
+            # Two lines: the true class after its colour, then the score (or the wrong prediction).
+            swatch = self.caption_rects(position)[0]
             painter.fillRect(swatch, class_color(tile.label))
-            # The score (or the wrong prediction) keeps its width; the class name gets what is left.
-            right = f"→{tile.prediction_name}" if tile.wrong else tile.caption
-            right_w = min(fm.horizontalAdvance(right) + 2, (rect.width() - 2 * self.PAD) // 2 + 8)
-            right_rect = QRect(rect.right() - self.PAD - right_w, y, right_w, line)
-            text_w = right_rect.left() - swatch.right() - 6
+            (name_rect, name), (second_rect, second) = self.captions(position)
             painter.setPen(text_color)
-            painter.drawText(QRect(swatch.right() + 3, y, text_w, line), Qt.AlignmentFlag.AlignVCenter,
-                             fm.elidedText(tile.label_name, Qt.TextElideMode.ElideRight, text_w))
+            painter.drawText(name_rect, Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, name)
             muted = QColor(text_color)
             muted.setAlphaF(0.7)
             painter.setPen(MISMATCH if tile.wrong and not (selected and self.hasFocus()) else muted)
-            painter.drawText(right_rect, Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight,
-                             fm.elidedText(right, Qt.TextElideMode.ElideRight, right_w))
+            painter.drawText(second_rect, Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, second)
         painter.end()
 
     def tooltip_for(self, position: int) -> str:
@@ -138,7 +169,9 @@ class GalleryGrid(QWidget):
         verdict = f"predicted <b>{tile.prediction_name}</b>" + (" (wrong)" if tile.wrong else "")
         return (f"Training image #{tile.index:,}: <b>{tile.label_name}</b>, {verdict}<br>"
                 f"{self.score_name}: {tile.caption}<br>"
-                "Click or press Enter to inspect it")
+                + (f"Colours: relevance to ±{limit_text(self.limits[position])}, this image's largest |R|<br>"
+                   if tile.heatmap is not None else "")
+                + "Click or press Enter to inspect it")
 
     def position_at(self, point) -> int:
         for position in range(len(self.tiles)):
@@ -181,7 +214,16 @@ class GalleryPanel(QWidget):
         super().__init__(parent)
         self.title = QLabel()
         self.title.setStyleSheet("font-weight: bold")
-        self.note = QLabel()
+        # Each tile is drawn to its own largest |R| (GalleryGrid.limits), so one scale of ±1 serves all.
+        self.scale = RelevanceScale(
+            title="relevance ÷ each image's largest |R|", orientation=Qt.Orientation.Horizontal, length=90,
+            tip=("The colours over the images: blue is relevance against the predicted class, white none, red "
+                 "relevance for it. Each image is scaled to its own largest |relevance| (its tooltip says how "
+                 "large), so ±1 is that image's strongest pixel; compare patterns between images, not strengths."))
+        self.scale.setObjectName("galleryScale")
+        self.scale.set_limit(1.0)
+        keep_space_when_hidden(self.scale).setVisible(False)  # the title row keeps its height, tiles or not
+        self.note = QLabel()  # the last line of the panel: nothing under it moves when it comes or goes
         self.note.setWordWrap(True)
         self.by_relevance = GalleryGrid(columns=columns, score_name="Relevance reaching the neuron")
         self.by_relevance.setObjectName("galleryByRelevance")
@@ -195,6 +237,7 @@ class GalleryPanel(QWidget):
                 ("Most active (by activation)", ("Training images on which this neuron's activation is highest; "
                                                  "the number is the activation"), self.by_activation)):
             column = QVBoxLayout()
+            column.setSpacing(2)
             heading = QLabel(text)
             heading.setToolTip(tip)
             column.addWidget(heading)
@@ -211,8 +254,14 @@ class GalleryPanel(QWidget):
         self.stack = MessageOrContent(self.content)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.title)
+        layout.setSpacing(2)
+        header = QHBoxLayout()
+        header.setContentsMargins(0, 0, 0, 0)
+        header.addWidget(self.title, 1)
+        header.addWidget(self.scale)
+        layout.addLayout(header)
         layout.addWidget(self.stack, 1)
+        self.stack.currentChanged.connect(lambda _: self.scale.setVisible(self.stack.currentWidget() is self.content))
 
     def set_tiles(self, by_relevance: list[Tile], by_activation: list[Tile], note: str = "") -> None:
         self.by_relevance.set_tiles(by_relevance)

@@ -16,7 +16,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetrics
 
 from workbench.gui.colors import COUNT_COLORMAP
-from workbench.gui.plot_style import cache_axes
+from workbench.gui.plot_style import cache_axes, keep_axis_title_whole
 
 MAX_ANNOTATED_CELLS = 400  # up to 20×20 the numbers are still readable inside the cells
 
@@ -88,6 +88,8 @@ class Heatmap(pg.GraphicsLayoutWidget):
         self.bar = pg.ColorBarItem(values=(0, 1), colorMap=self.colormap, label=units, interactive=False,
                                    colorMapMenu=False, width=16)
         self.bar.setImageItem(self.image, insert_in=self.plot)
+        # A long colour-bar title wraps instead of being cut (pyqtgraph puts it on the bar's left axis).
+        keep_axis_title_whole(self.bar.getAxis("left"))
         self.readout = pg.LabelItem(justify="left")
         self.addItem(self.readout, row=1, col=0)
         self.cell_labels = CellLabels()
@@ -151,7 +153,9 @@ class Heatmap(pg.GraphicsLayoutWidget):
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
-        if hasattr(self, "plot"):  # pyqtgraph resizes once while constructing the view
+        # pyqtgraph resizes once while constructing the view, and again while closing it, when its
+        # items are gone already (touching them then crashes).
+        if hasattr(self, "plot") and not getattr(self, "closed", False):
             self._update_ticks()
 
     # --- hover -------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 The user picks an image by split and index (or it arrives through the linked selection: a gallery
 tile, the Data view); the view explains it in a job and hands the result here. The picture is the
 grey image with the diverging heatmap blended over it at the chosen opacity, scaled by a whole
-factor without blur; the bars show that image's relevance at each neuron of the layer, the
+factor without blur, with a colour scale beside it from −limit to +limit (the image's largest
+|relevance|, the levels the overlay is drawn to); the bars show that image's relevance at each neuron of the layer, the
 dataset-level top-m marked as in the bar chart beside the heatmap.
 """
 
@@ -18,7 +19,8 @@ from PySide6.QtWidgets import (QComboBox, QFormLayout, QHBoxLayout, QLabel, QSpi
 from workbench.gui.colors import MISMATCH
 from workbench.gui.widgets.empty_state import MessageOrContent
 from workbench.gui.widgets.neuron_bars import NeuronBars
-from workbench.gui.widgets.relevance_overlay import overlay_image
+from workbench.gui.widgets.relevance_overlay import overlay_image, symmetric_limit
+from workbench.gui.widgets.relevance_scale import RelevanceScale
 
 EXPLAIN_MODES = (("prediction", "prediction"), ("neuron", "selected neuron"))
 
@@ -36,6 +38,7 @@ class InputInspector(QWidget):
         self.splits: dict[str, int] = {}  # split name → number of images
         self.pixels: np.ndarray | None = None
         self.heatmap: np.ndarray | None = None
+        self.limit = 1.0  # the overlay's levels are ±limit, as the colour scale says
         self.opacity = 0.6
         self.explanation = None
         self._shown_split = ""  # the split of the image the explanation is of
@@ -73,19 +76,33 @@ class InputInspector(QWidget):
         self.image.setObjectName("inspectorImage")
         self.image.setFixedSize(self.IMAGE_SIZE, self.IMAGE_SIZE)
         self.image.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.scale = RelevanceScale(title="relevance", length=self.IMAGE_SIZE, tip=(
+            "What the colours over the image mean: blue is relevance against the explained class, white "
+            "none, red relevance for it, up to ±the image's largest |relevance|. The colour covers the "
+            "image the more, the larger |relevance| is, times the overlay's opacity."))
+        self.scale.setObjectName("inspectorScale")
         self.title = QLabel()
         self.title.setStyleSheet("font-weight: bold")
         self.truth = QLabel()
         self.prediction = QLabel()
         self.explained = QLabel()
         self.explained.setWordWrap(True)
+        # Two lines reserved: the layout does not ask a wrapping label its height, and a second line
+        # would otherwise push the image and its captions over each other in a short panel.
+        self.explained.setMinimumHeight(2 * self.explained.fontMetrics().lineSpacing())
         form = QFormLayout()
         form.setContentsMargins(0, 0, 0, 0)
         form.addRow("True class:", self.truth)
         form.addRow("Predicted:", self.prediction)
         picture = QVBoxLayout()
+        picture.setSpacing(4)
         picture.addWidget(self.title)
-        picture.addWidget(self.image)
+        image_row = QHBoxLayout()
+        image_row.setSpacing(6)
+        image_row.addWidget(self.image)
+        image_row.addWidget(self.scale)
+        image_row.addStretch(1)
+        picture.addLayout(image_row)
         picture.addLayout(form)
         picture.addWidget(self.explained)
         picture.addStretch(1)
@@ -103,6 +120,7 @@ class InputInspector(QWidget):
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(4)
         layout.addLayout(controls)
         layout.addWidget(self.stack, 1)
 
@@ -192,7 +210,9 @@ class InputInspector(QWidget):
     def _draw_image(self) -> None:
         if self.pixels is None:
             return
-        image = overlay_image(self.pixels, self.heatmap, self.opacity)
+        self.limit = symmetric_limit(self.heatmap) if self.heatmap is not None else 1.0
+        self.scale.set_limit(self.limit)
+        image = overlay_image(self.pixels, self.heatmap, self.opacity, self.limit)
         scale = max(1, (self.IMAGE_SIZE - 8) // max(image.width(), image.height()))  # room for the red frame
         self.image.setPixmap(QPixmap.fromImage(image.scaled(image.width() * scale, image.height() * scale,
                                                             Qt.AspectRatioMode.KeepAspectRatio,

@@ -38,8 +38,9 @@ class ReadoutItem(pg.LabelItem):
 
     LINES = 2
 
-    def __init__(self):
+    def __init__(self, lines: int = LINES):
         super().__init__(justify="left")
+        self.LINES = lines
 
     def updateMin(self) -> None:
         width = self.rect().width()

@@ -5,12 +5,15 @@ units, as every heatmap of the workbench. Column n is neuron n, covering [n, n+1
 columns (shared x axis, equal axis widths), so a neuron's bar sits under its column. A strip above
 the matrix marks the top-m neurons over all classes with triangles; dots mark each class's own
 top-m; the selected neuron's column is outlined. A class with no correctly classified inputs, and
-any NaN, is drawn hatched in a neutral grey outside the colour map, and the read-out says why.
+any NaN, is drawn hatched in a neutral grey outside the colour map, and the read-out says why. A
+legend line under the read-out says what the triangles, dots, outline and hatching mean (it is part
+of the scene, so exported images carry it too).
 Hovering reads a cell or a bar out; clicking one emits `neuron_clicked(neuron)`.
 """
 
 from __future__ import annotations
 
+from html import escape
 from typing import Callable
 
 import numpy as np
@@ -20,7 +23,7 @@ from PySide6.QtGui import QBrush, QColor, QFontMetrics, QPen
 from PySide6.QtWidgets import QGraphicsRectItem
 
 from workbench.gui.colors import EMPTY_CELL, MARKED, RELEVANCE_COLORMAP
-from workbench.gui.plot_style import cache_axes
+from workbench.gui.plot_style import cache_axes, fit_axis_title, keep_axis_title_whole
 from workbench.gui.widgets.neuron_bars import NeuronBarsPlot, ReadoutItem, neuron_ticks
 from workbench.gui.widgets.relevance_overlay import symmetric_limit
 
@@ -73,6 +76,7 @@ class RelevanceHeatmap(pg.GraphicsLayoutWidget):
         self.bar = pg.ColorBarItem(values=self.levels, colorMap=self.colormap, interactive=False, colorMapMenu=False,
                                    width=16)
         self.bar.setImageItem(self.image)
+        keep_axis_title_whole(self.bar.axis)  # a long colour-bar title wraps instead of being cut
         self.top_marks = pg.ScatterPlotItem(symbol="t", size=11, pen=pg.mkPen(None), brush=pg.mkBrush(MARKED))
         self.class_marks = pg.ScatterPlotItem(symbol="o", size=6, pen=pg.mkPen("w", width=1),
                                               brush=pg.mkBrush("#202020"))
@@ -92,6 +96,9 @@ class RelevanceHeatmap(pg.GraphicsLayoutWidget):
         self.addItem(self.bars, row=1, col=0)
         self.readout = ReadoutItem()
         self.addItem(self.readout, row=2, col=0, colspan=2)
+        self.legend = ReadoutItem(lines=1)  # wraps when narrow, so no entry is cut
+        self.legend_text = ""
+        self.addItem(self.legend, row=3, col=0, colspan=2)
         self.ci.layout.setRowStretchFactor(0, 3)
         self.ci.layout.setRowStretchFactor(1, 2)
         self.plot.vb.sigResized.connect(self._update_ticks)
@@ -117,6 +124,7 @@ class RelevanceHeatmap(pg.GraphicsLayoutWidget):
         self.image.setRect(QRectF(0, 0, cols, rows))
         self.bar.setLevels(self.levels)
         self.bar.axis.setLabel(units)
+        fit_axis_title(self.bar.axis)
         self._hatch()
         self.plot.setXRange(0, cols, padding=0)
         self.plot.setYRange(-MARK_STRIP, rows, padding=0)
@@ -124,6 +132,7 @@ class RelevanceHeatmap(pg.GraphicsLayoutWidget):
         self._fit_left_axes()
         self._draw_marks()
         self._update_ticks()
+        self._update_legend()
         note = " Hatched: no correctly classified training images." if self.empty_rows or np.isnan(matrix).any() else ""
         self.set_readout("Hover over a cell or a bar to read it; click one to select the neuron." + note)
 
@@ -160,6 +169,31 @@ class RelevanceHeatmap(pg.GraphicsLayoutWidget):
         self._fit_left_axes()
         self._draw_marks()
         self._update_ticks()
+        self._update_legend()
+
+    def legend_entries(self) -> list[str]:
+        """What the legend line says, one entry per kind of mark shown."""
+        entries = []
+        if len(self.top_columns):
+            entries.append(f"▼ top {len(self.top_columns)} neurons over all classes")
+        if any(len(row) for row in self.class_top):
+            m = max(len(row) for row in self.class_top)
+            entries.append(f"● a class's own top {m}")
+        entries.append("▯ outline: the selected neuron")
+        if self.empty_rows or np.isnan(self.matrix).any():
+            entries.append("▨ hatched: no value (no correctly classified image, or NaN)")
+        return entries
+
+    def _update_legend(self) -> None:
+        symbols = {"▼": MARKED.name(), "▨": EMPTY_CELL.name()}
+        parts = []
+        for entry in self.legend_entries():
+            symbol, text = entry[0], escape(entry[2:])
+            colour = symbols.get(symbol)
+            mark = f"<span style='color:{colour}'>{symbol}</span>" if colour else symbol
+            parts.append(f"{mark}&nbsp;{text}")
+        self.legend_text = " · ".join(self.legend_entries())
+        self.legend.setText("&nbsp;&nbsp; ".join(parts), size="9pt")
 
     def _draw_marks(self) -> None:
         self.top_marks.setData(x=self.top_columns + 0.5, y=np.full(len(self.top_columns), -MARK_STRIP / 2))
@@ -237,5 +271,7 @@ class RelevanceHeatmap(pg.GraphicsLayoutWidget):
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
-        if hasattr(self, "bars"):  # pyqtgraph resizes once while constructing the view
+        # pyqtgraph resizes once while constructing the view, and again while closing it, when its
+        # items are gone already (touching them then crashes).
+        if hasattr(self, "bars") and not getattr(self, "closed", False):
             self._update_ticks()

@@ -59,5 +59,7 @@ def to_rgb_qimage(rgb: np.ndarray) -> QImage:
     return QImage(np.ascontiguousarray(rgb).tobytes(), w, h, 3 * w, QImage.Format.Format_RGB888).copy()
 
 
-def overlay_image(pixels: np.ndarray, heatmap: np.ndarray | None, opacity: float) -> QImage:
-    return to_rgb_qimage(overlay_rgb(pixels, heatmap, opacity))
+def overlay_image(pixels: np.ndarray, heatmap: np.ndarray | None, opacity: float,
+                  limit: float | None = None) -> QImage:
+    """`overlay_rgb` as a QImage; pass `limit` to draw to the levels a colour scale beside it shows."""
+    return to_rgb_qimage(overlay_rgb(pixels, heatmap, opacity, limit))

@@ -4,8 +4,9 @@ There is no widget and no pixmap per image. The model maps rows to dataset indic
 outcome filters just swap that index array) and turns images into tiny `QImage`s on demand, a block
 of rows at a time, keeping the most recently used in a bounded cache. The delegate paints each
 cell: the image scaled by a whole factor with nearest-neighbour sampling (28×28 pixels stay sharp),
-the true label, the prediction, and a red frame when the two differ. So 60,000 images scroll as
-smoothly as 60.
+the true label, the prediction, and a red frame when the two differ. Cells are as wide as the widest
+class name needs (up to a bound), so "Ankle boot" and "→ T-shirt/top" are shown whole, not elided.
+So 60,000 images scroll as smoothly as 60.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections import OrderedDict
 
 import numpy as np
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, QRect, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QImage, QPainter, QPalette, QPen
+from PySide6.QtGui import QColor, QFontMetrics, QImage, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QAbstractItemView, QListView, QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
 from workbench.gui.colors import MISMATCH, class_color
@@ -178,21 +179,63 @@ class ThumbnailModel(QAbstractListModel):
         return self._cache[i]
 
 
+SWATCH = 8  # px of the class-colour square before the true label
+SWATCH_GAP = 4  # px between the swatch and the label
+ARROW = "→ "  # before the prediction
+
+
+def caption_width(fm: QFontMetrics, class_names) -> int:
+    """Width a cell's captions need to show every class name whole: the true label after its swatch,
+    and "→ name" for the prediction."""
+    widest = max((fm.horizontalAdvance(name) for name in class_names), default=0)
+    arrow = fm.horizontalAdvance(ARROW)
+    return max(SWATCH + SWATCH_GAP + widest, arrow + widest) + 1
+
+
 class ThumbnailDelegate(QStyledItemDelegate):
     """Paints one cell: image, true label (with its class colour), prediction, red frame if wrong."""
 
     PAD = 4
+    MAX_WIDTH_FACTOR = 2.5  # a cell widens for long class names up to this many image widths (or 140 px)
 
     def __init__(self, parent=None, image_size: int = 84):
         super().__init__(parent)
         self.image_size = image_size
+        self.text_width = 0  # what the captions need (`fit_captions`); the cell is at least this wide
+
+    def fit_captions(self, fm: QFontMetrics, class_names) -> None:
+        """Make room for the widest class name in both caption lines (within `MAX_WIDTH_FACTOR`)."""
+        self.text_width = caption_width(fm, class_names)
+
+    def cell_width(self) -> int:
+        bound = max(int(self.MAX_WIDTH_FACTOR * self.image_size), 140)
+        return max(self.image_size, min(self.text_width, bound)) + 2 * self.PAD
 
     def cell_size(self, option_font_height: int) -> QSize:
         lines = 2 * (option_font_height + 1)
-        return QSize(self.image_size + 2 * self.PAD, self.image_size + 2 * self.PAD + lines)
+        return QSize(self.cell_width(), self.image_size + 2 * self.PAD + lines)
 
     def sizeHint(self, option: QStyleOptionViewItem, index) -> QSize:
         return self.cell_size(option.fontMetrics.height())
+
+    def caption_rects(self, rect: QRect, fm: QFontMetrics) -> tuple[QRect, QRect, QRect]:
+        """(swatch, true label, prediction) rectangles of the cell at `rect`."""
+        line_h = fm.height() + 1
+        y = rect.y() + 2 * self.PAD + self.image_size
+        swatch = QRect(rect.x() + self.PAD, y + (line_h - SWATCH) // 2, SWATCH, SWATCH)
+        text_left = rect.x() + self.PAD + SWATCH + SWATCH_GAP
+        label = QRect(text_left, y, rect.x() + rect.width() - self.PAD - text_left, line_h)
+        prediction = QRect(rect.x() + self.PAD, y + line_h, rect.width() - 2 * self.PAD, line_h)
+        return swatch, label, prediction
+
+    def captions(self, model, row: int, rect: QRect, fm: QFontMetrics) -> list[tuple[QRect, str]]:
+        """The caption lines of the cell at `row` as painted: (rect, text), elided only past the bound."""
+        _, label_rect, prediction_rect = self.caption_rects(rect, fm)
+        lines = [(label_rect, model.class_name(model.label_at(row)))]
+        prediction = model.prediction_at(row)
+        if prediction is not None:
+            lines.append((prediction_rect, ARROW + model.class_name(prediction)))
+        return [(r, fm.elidedText(text, Qt.TextElideMode.ElideRight, r.width())) for r, text in lines]
 
     def paint(self, painter: QPainter, option: QStyleOptionViewItem, index) -> None:
         # Ask the Python model directly: reading an empty QVariant back through index.data()
@@ -223,23 +266,17 @@ class ThumbnailDelegate(QStyledItemDelegate):
             painter.drawRect(box.adjusted(-1, -1, 1, 1))
 
         fm = option.fontMetrics
-        line_h = fm.height() + 1
-        y = rect.y() + 2 * self.PAD + self.image_size
-        swatch = QRect(rect.x() + self.PAD, y + (line_h - 8) // 2, 8, 8)
+        swatch = self.caption_rects(rect, fm)[0]
         painter.fillRect(swatch, class_color(label))
-        text_left = swatch.right() + 4
-        text_w = rect.right() - self.PAD - text_left
+        lines = self.captions(model, row, rect, fm)
         painter.setPen(text_color)
-        painter.drawText(QRect(text_left, y, text_w, line_h), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
-                         fm.elidedText(model.class_name(label), Qt.TextElideMode.ElideRight, text_w))
-        if prediction is not None:
+        align = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter
+        painter.drawText(lines[0][0], align, lines[0][1])
+        if len(lines) > 1:
             muted = QColor(text_color)
             muted.setAlphaF(0.65)
             painter.setPen(MISMATCH if wrong and not option.state & QStyle.StateFlag.State_Selected else muted)
-            text = "→ " + model.class_name(prediction)
-            painter.drawText(QRect(rect.x() + self.PAD, y + line_h, rect.width() - 2 * self.PAD, line_h),
-                             Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
-                             fm.elidedText(text, Qt.TextElideMode.ElideRight, rect.width() - 2 * self.PAD))
+            painter.drawText(lines[1][0], align, lines[1][1])
         painter.restore()
 
 
@@ -268,6 +305,16 @@ class ThumbnailGrid(QListView):
         self.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
         self.verticalScrollBar().setSingleStep(24)
+
+    def setModel(self, model) -> None:
+        super().setModel(model)
+        # The view lays its cells out again after a reset; by then the delegate knows the new names.
+        model.modelReset.connect(self._fit_captions)
+        self._fit_captions()
+
+    def _fit_captions(self) -> None:
+        """Cells as wide as the model's class names need (asked again after every reset)."""
+        self.delegate.fit_captions(self.fontMetrics(), self.thumbnails.class_names)
 
     def set_image_size(self, size: int) -> None:
         self.delegate.image_size = size

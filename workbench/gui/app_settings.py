@@ -1,0 +1,58 @@
+"""The application's own settings, kept across projects: the names it runs under and the recent
+project folders (File → Recent projects).
+
+They live in an INI file in Qt's per-user settings folder, under the organisation and application
+names below (on Linux `~/.config/dl-testing-workbench/DL Testing Workbench.ini`), or in
+`$WORKBENCH_SETTINGS_DIR/workbench.ini` when that variable is set — the tests set it, so they never
+touch a user's settings. A project's own settings (its layout, its views) stay in the project.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from PySide6.QtCore import QSettings
+
+ORGANISATION = "dl-testing-workbench"
+APPLICATION = "DL Testing Workbench"
+SETTINGS_DIR_ENV = "WORKBENCH_SETTINGS_DIR"
+RECENT_KEY = "recentProjects"
+RECENT_LIMIT = 8
+
+
+def app_settings() -> QSettings:
+    folder = os.environ.get(SETTINGS_DIR_ENV)
+    if folder:
+        return QSettings(str(Path(folder) / "workbench.ini"), QSettings.Format.IniFormat)
+    return QSettings(QSettings.Format.IniFormat, QSettings.Scope.UserScope, ORGANISATION, APPLICATION)
+
+
+def recent_projects() -> list[Path]:
+    """The project folders opened last, newest first (whether they still exist or not)."""
+    settings = app_settings()
+    settings.sync()  # another window or process may have opened a project since
+    try:
+        stored = json.loads(str(settings.value(RECENT_KEY, "[]")))
+    except ValueError:
+        return []
+    if not isinstance(stored, list):
+        return []
+    return [Path(p) for p in stored if isinstance(p, str) and p][:RECENT_LIMIT]
+
+
+def _store(folders: list[Path]) -> None:
+    settings = app_settings()
+    settings.setValue(RECENT_KEY, json.dumps([str(f) for f in folders[:RECENT_LIMIT]]))
+    settings.sync()
+
+
+def add_recent_project(folder: str | Path) -> None:
+    """Put `folder` first in the list (once), keeping the newest `RECENT_LIMIT`."""
+    folder = Path(folder).expanduser().resolve()
+    _store([folder] + [f for f in recent_projects() if f != folder])
+
+
+def clear_recent_projects() -> None:
+    _store([])
