@@ -263,10 +263,20 @@ class GeneratorsView(QWidget):
         layout = QHBoxLayout(tab)
         layout.addWidget(box)
         layout.addLayout(right, 1)
-        for kind in generator_kinds():
-            self.kind_box.addItem(kind.title or kind.name, kind.name)
-        self._fill_presets()
+        self._fill_kinds()
+        self.session.ready.connect(self._fill_kinds)  # plugins, with their kinds, load at start-up
         return tab
+
+    def _fill_kinds(self) -> None:
+        current = self.kind_box.currentData()
+        self.kind_box.blockSignals(True)
+        self.kind_box.clear()
+        for kind in generator_kinds():
+            self.kind_box.addItem((kind.title or kind.name) + (" (plugin)" if kind.plugin else ""), kind.name)
+        position = self.kind_box.findData(current)
+        self.kind_box.setCurrentIndex(max(0, position))
+        self.kind_box.blockSignals(False)
+        self._fill_presets()
 
     # --- the list --------------------------------------------------------------------------------
 
