@@ -249,3 +249,18 @@ def test_unwritable_location_gives_a_clear_error(tmp_path):
     with pytest.raises(WorkbenchError) as err:
         Project.create(blocker / "project", "digits")
     assert "folder" in str(err.value)
+
+
+def test_files_and_folders_written_atomically_follow_the_umask(tmp_path):
+    """A temporary file or folder is private while written; what it becomes has the usual permissions."""
+    import stat
+
+    from workbench.core.store import atomic_folder, atomic_path, process_umask
+
+    with atomic_path(tmp_path / "a.json") as tmp:
+        tmp.write_text("{}")
+    with atomic_folder(tmp_path / "folder") as tmp:
+        (tmp / "x").write_text("x")
+    umask = process_umask()
+    assert stat.S_IMODE((tmp_path / "a.json").stat().st_mode) == 0o666 & ~umask
+    assert stat.S_IMODE((tmp_path / "folder").stat().st_mode) == 0o777 & ~umask

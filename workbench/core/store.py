@@ -101,7 +101,19 @@ def temporary_beside(path: Path, tag: str = "") -> Path:
         raise WorkbenchError(f"Cannot write in {path.parent}: {exc.strerror}.",
                              "Choose a folder you can write to, or fix its permissions.") from exc
     os.close(fd)
+    os.chmod(tmp, 0o666 & ~process_umask())  # mkstemp makes it private; the file it becomes follows the umask
     return Path(tmp)
+
+
+def process_umask() -> int:
+    """The process's umask, read without changing it (`os.umask` would, for every thread at once)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
 
 
 @contextmanager
@@ -132,6 +144,7 @@ def atomic_folder(path: str | os.PathLike):
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.pid{os.getpid()}.", suffix=".tmp", dir=path.parent))
+        os.chmod(tmp, 0o777 & ~process_umask())  # mkdtemp makes it private; the folder it becomes follows the umask
     except OSError as exc:
         if is_disk_full(exc):
             raise disk_full_error(path.parent, path.name) from exc
