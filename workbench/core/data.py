@@ -204,7 +204,7 @@ STEP_INPUTS = 4096  # the most inputs one forward pass over data takes: a job ch
 def step_batch(batch_size: int, passes: int = 1) -> int:
     """The batch a loop that checks for cancellation between batches runs: `batch_size`, but at most
     STEP_INPUTS // `passes` inputs, where `passes` is what one input costs in forward passes (LRP about
-    3, FGSM with PGD-10 about 24), so a cancel is seen within about a second whatever was asked for."""
+    3, one PGD-10 attack about 12), so a cancel is seen within about a second whatever was asked for."""
     return max(1, min(int(batch_size), STEP_INPUTS // max(1, int(passes))))
 
 

@@ -164,10 +164,12 @@ class StartupReport:
 
 
 def warm_up(ctx: JobContext) -> StartupReport:
-    """Import PyTorch, pick the device, share the cores and load plugins (a GUI's first job, off its UI thread)."""
+    """Pick the device, share the cores and load plugins: a GUI's first job, off its UI thread (the
+    application has imported PyTorch behind its splash screen by then; a window opened without it,
+    as in the tests, imports it here)."""
     from workbench.core.plugins import load_plugins
 
-    ctx.progress(0, 2, "loading PyTorch")
+    ctx.progress(0, 2, "PyTorch and the device")
     device = device_description(ctx.device)
     share_cores()
     ctx.progress(1, 2, "loading plugins")

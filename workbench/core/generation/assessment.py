@@ -160,21 +160,24 @@ def classify(ctx: JobContext, classifier, x, what: str = "classifying"):
     """Predicted classes (numpy) of images `x` (a CPU tensor), batch by batch on the job's device."""
     import torch
 
+    from workbench.core.training import check_scores
+
+    if not len(x):
+        raise WorkbenchError("There are no images to classify.", "Decode at least one sample.")
     device = ctx.device
     module = classifier.module.to(device).eval()
     predictions = []
     with torch.no_grad():
         for start in range(0, len(x), 500):
             ctx.check()
-            logits = module(x[start:start + 500].to(device))
-            if not isinstance(logits, torch.Tensor) or logits.dim() != 2:
-                raise WorkbenchError(f"The classifier {classifier.name!r} does not return one row of class scores "
-                                     "per image.", "Choose a classifier that returns logits.")
+            batch = x[start:start + 500]
+            logits = module(batch.to(device))
+            check_scores(classifier, logits, len(batch))
             if not torch.isfinite(logits).all():
                 raise WorkbenchError(f"The classifier {classifier.name!r} returned NaN or infinite scores on "
                                      "generated images.", "Check the classifier; its weights may be damaged.")
             predictions.append(logits.argmax(1).cpu())
-    return (torch.cat(predictions) if predictions else torch.zeros(0, dtype=torch.long)), int(logits.shape[1])
+    return torch.cat(predictions), int(logits.shape[1])
 
 
 def seed_acceptance(ctx: JobContext, generator: Generator, classifier, images=None, n: int = ACCEPTANCE_SAMPLES,
@@ -247,6 +250,9 @@ def latent_walk(ctx: JobContext, generator: Generator, dimension: int, values, l
     `images`, so a walk starts from a real input as the search's seeds do."""
     import torch
 
+    if generator.conditional and label is None:
+        raise WorkbenchError(f"The {generator.title or generator.kind} generator is class-conditional: a walk "
+                             "needs the class to decode.", "Choose a class.")
     if isinstance(dimension, bool) or not 0 <= int(dimension) < generator.latent_dim:
         raise WorkbenchError(f"Latent dimension {dimension!r} does not exist: the generator has "
                              f"{generator.latent_dim} (0 to {generator.latent_dim - 1}).", "Choose one of them.")

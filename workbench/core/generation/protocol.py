@@ -44,7 +44,7 @@ class GeneratorCard:
     `loss_curve` holds one row per finished epoch (its mean losses and the training seconds so
     far); `latent_range` and `seed_acceptance` are the measures `assessment` takes once training
     has finished; `sample_grid` names the folder's array of sample images (uint8,
-    classes × per class × H × W). `complete` is False for the checkpoint of an unfinished run.
+    classes, per class, C, H, W). `complete` is False for the checkpoint of an unfinished run.
     """
 
     kind: str
@@ -87,7 +87,34 @@ class GeneratorCard:
             raise WorkbenchError("The generator's card is not a JSON object naming its kind.",
                                  "The folder's generator.json is damaged; train the generator again.")
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        card = cls(**{k: v for k, v in data.items() if k in known})
+        problem = card._problem()
+        if problem:
+            raise WorkbenchError(f"The generator's card is damaged: {problem}.",
+                                 "The folder's generator.json is damaged; train the generator again.")
+        return card
+
+    def _problem(self) -> str:
+        """What is wrong with a card read from JSON ('' when nothing is)."""
+        def number(v):
+            return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+        for name in ("parameters", "epochs", "epochs_planned", "batch_size", "lr", "seed", "seconds"):
+            if not number(getattr(self, name)):
+                return f"its {name} is not a number"
+        if not isinstance(self.final_losses, dict) or not all(number(v) for v in self.final_losses.values()):
+            return "its final losses are not numbers"
+        if not isinstance(self.loss_curve, list) or not all(isinstance(r, dict) for r in self.loss_curve):
+            return "its loss curve is not a list of records"
+        if not isinstance(self.class_names, list) or not isinstance(self.config, dict):
+            return "its class names or settings are of the wrong type"
+        needed = {"latent_range": ("low", "high", "range", "n", "source", "extent_high", "extent_low"),
+                  "seed_acceptance": ("classifier", "rate", "n", "samples")}
+        for name, keys in needed.items():
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, dict) or not all(k in value for k in keys)):
+                return f"its {name.replace('_', ' ')} lacks {', '.join(k for k in keys if k not in (value or {}))}"
+        return ""
 
     def summary(self) -> list[tuple[str, str]]:
         """(label, text) lines of the card's measures, for the CLI and the Generators view."""

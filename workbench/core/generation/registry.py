@@ -72,9 +72,11 @@ def get_generator_kind(name: str) -> GeneratorKind:
 
 
 def create_generator(kind: str, num_classes: int, image_shape=IMAGE_SHAPE, preset: str = "default",
-                     seed: int = 0, **config) -> Generator:
+                     seed: int | None = 0, **config) -> Generator:
     """A new, untrained generator of `kind`: `preset`'s sizes with `config` over them, its weights
-    initialised from `seed` (the global random state is left as it was)."""
+    initialised from `seed` (the global random state is left as it was). `seed=None` leaves the
+    random state alone altogether, for weights that are about to be read from a folder: forking it
+    would rewind it under any other thread drawing from it."""
     import torch
 
     entry = get_generator_kind(kind)
@@ -82,8 +84,9 @@ def create_generator(kind: str, num_classes: int, image_shape=IMAGE_SHAPE, prese
         raise WorkbenchError(f"The {entry.title} generator has no preset {preset!r}.",
                              f"Its presets: {', '.join(entry.presets)}.")
     settings = {**entry.presets[preset], **config}
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with torch.random.fork_rng(devices=[], enabled=seed is not None):
+        if seed is not None:
+            torch.manual_seed(seed)
         try:
             generator = entry.factory(num_classes=num_classes, image_shape=tuple(image_shape), **settings)
         except WorkbenchError:

@@ -6,7 +6,7 @@ A generator folder holds
   kind's settings, the SHA-256 of the weights, the list of weight files and the card;
 - the weights: `weights.safetensors`, or for the diffusion model diffusers' own `config.json`,
   `diffusion_pytorch_model.safetensors` and `scheduler_config.json`;
-- `samples.npy`: the card's sample grid, uint8 (classes × per class × H × W);
+- `samples.npy`: the card's sample grid, uint8 (classes, per class, C, H, W);
 - `training_state.pt` while it can be trained on: the optimisers' state and the epoch reached, for
   `--resume` (plain data and tensors, read with `torch.load(weights_only=True)`).
 
@@ -77,22 +77,6 @@ def save_generator(generator: Generator, folder, card: GeneratorCard, grid: np.n
     return folder
 
 
-def write_samples(folder, grid: np.ndarray) -> None:
-    """Replace the sample grid of a saved generator folder (atomically) and name it on the card."""
-    from workbench.core.store import atomic_path
-
-    folder = Path(folder)
-    data = read_descriptor(folder)
-    grid8 = np.clip(np.rint(np.asarray(grid, dtype=np.float32) * 255.0), 0, 255).astype(np.uint8)
-    with atomic_path(folder / SAMPLES) as tmp:
-        with open(tmp, "wb") as f:
-            np.save(f, grid8, allow_pickle=False)
-    card = data.get("card") or {}
-    if card.get("sample_grid") != SAMPLES:
-        card["sample_grid"] = SAMPLES
-        write_json(folder / DESCRIPTOR, {**data, "card": card}, backup=False)
-
-
 def bundled_generators() -> list[dict]:
     """The cards of the generators bundled under resources/generators/, with their paths."""
     root = resources_dir() / "generators"
@@ -147,10 +131,12 @@ def resolve_generator(spec) -> Path:
     text = str(spec).strip()
     if not text:
         raise WorkbenchError("No generator was named.", "Give a generator folder (made by train-generator).")
+    path = Path(text)
+    if path.is_dir():  # a folder that is there is what was meant, even if a bundled one has its name
+        return path
     for entry in [] if isinstance(spec, Path) else bundled_generators():
         if entry["name"] == text:
             return Path(entry["path"])
-    path = Path(text)
     if not path.exists():
         names = ", ".join(e["name"] for e in bundled_generators()) or "none"
         raise WorkbenchError(f"No generator folder {text!r}.",
@@ -206,7 +192,12 @@ def load_generator(spec, num_classes: int | None = None, device=None) -> Generat
     if num_classes is not None and data["num_classes"] != num_classes:
         raise WorkbenchError(f"The generator in {folder} has {data['num_classes']} classes, but {num_classes} "
                              "are needed here.", "Choose a generator trained on this dataset.")
-    generator = create_generator(data["kind"], data["num_classes"], tuple(data["image_shape"]), **data["config"])
+    reserved = sorted({"preset", "seed", "kind", "num_classes", "image_shape"} & set(data["config"]))
+    if reserved:
+        raise WorkbenchError(f"{folder / DESCRIPTOR} is damaged: its settings name {', '.join(reserved)}.",
+                             "Train the generator again.")
+    generator = create_generator(data["kind"], data["num_classes"], tuple(data["image_shape"]), seed=None,
+                                 **data["config"])
     generator.load_weights(folder)
     recorded = data.get("weights_sha256")
     if recorded and weights_digest(generator.state_dict()) != recorded:
@@ -220,7 +211,7 @@ def load_generator(spec, num_classes: int | None = None, device=None) -> Generat
 
 
 def read_samples(folder) -> np.ndarray | None:
-    """The card's sample grid as float32 in [0, 1] (classes × per class × H × W), or None."""
+    """The card's sample grid as float32 in [0, 1] (classes, per class, C, H, W), or None."""
     path = Path(folder) / SAMPLES
     if not path.is_file():
         return None
@@ -267,7 +258,7 @@ def export_generator(ctx, source, dest, *, half: bool = False, dataset=None, cla
     from workbench.core.generation.assessment import (decode_in_batches, encode_in_batches, measure_latent_range,
                                                       sample_grid, seed_acceptance)
 
-    generator = load_generator(source)
+    generator = load_generator(source, device=ctx.device)
     card = copy.deepcopy(generator.card)
     dest = Path(dest)
     if dest.resolve() == Path(generator.folder).resolve():
@@ -291,12 +282,13 @@ def export_generator(ctx, source, dest, *, half: bool = False, dataset=None, cla
         before_range, before_acceptance = card.latent_range or {}, card.seed_acceptance or {}
         card.latent_range = measure_latent_range(ctx.quiet(), generator, images, before_range.get("n", 1000),
                                                  card.seed, before_range.get("split") or "test").to_dict()
-        if classifier is not None:
-            card.seed_acceptance = seed_acceptance(ctx.quiet(), generator, classifier, images,
-                                                   before_acceptance.get("n", 500), card.seed).to_dict()
+        card.seed_acceptance = None if classifier is None else seed_acceptance(
+            ctx.quiet(), generator, classifier, images, before_acceptance.get("n", 500), card.seed).to_dict()
         grid = sample_grid(ctx.quiet(), generator, grid.shape[1] if grid is not None else 8, card.seed, images)
         card.notes = [*card.notes, f"Weights stored as float16 (half the file size): over {len(z)} decoded samples "
                                    f"the pixels (0 to 1) moved by at most {float(difference.max()):.2g}, "
-                                   f"{float(difference.mean()):.1g} on average; the card is measured on them."]
+                                   f"{float(difference.mean()):.1g} on average; the latent range"
+                                   f"{', seed acceptance' if classifier is not None else ''} and samples are "
+                                   "measured on them."]
     ctx.progress(1, 1, "saving")
     return save_generator(generator, dest, card, grid, half=half)

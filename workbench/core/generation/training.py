@@ -33,7 +33,7 @@ from workbench.core.generation.assessment import (ACCEPTANCE_SAMPLES, LATENT_SAM
 from workbench.core.generation.protocol import Generator, GeneratorCard, check_fits
 from workbench.core.generation.registry import create_generator, get_generator_kind
 from workbench.core.generation.storage import (is_generator_folder, load_generator, read_training_state,
-                                               save_generator, write_samples)
+                                               save_generator)
 from workbench.core.jobs import JobContext, device_description
 
 STATE_FORMAT = "workbench-generator-training"
@@ -59,6 +59,12 @@ class TrainedGenerator:
     generator: Generator
     card: GeneratorCard
     folder: Path
+
+
+
+def dataset_spec(dataset) -> str:
+    """What the card records as the generator's dataset: the name or path it can be loaded by again."""
+    return dataset.recipe.get("name") or dataset.recipe.get("path") or dataset.name
 
 
 def epoch_seed(seed: int, epoch: int) -> int:
@@ -120,7 +126,7 @@ def train_generator(ctx: JobContext, kind: str, dataset, out, *, epochs: int | N
 
     out = Path(out)
     entry = get_generator_kind(kind)
-    dataset_key = dataset.recipe.get("name", dataset.name)
+    dataset_key = dataset_spec(dataset)
     train_split = dataset.split(split)
     if len(train_split) == 0:
         raise WorkbenchError(f"The {split} split of {dataset.name!r} holds no images.", "Train on a split with images.")
@@ -132,7 +138,7 @@ def train_generator(ctx: JobContext, kind: str, dataset, out, *, epochs: int | N
         done = int(state["epoch"])
         epochs = epochs if epochs is not None else card.epochs_planned
         check_settings(epochs, settings["batch_size"], settings["lr"])
-        if done >= epochs and card.complete:
+        if done >= epochs and card.complete or done > epochs:
             raise WorkbenchError(f"The generator in {out} is trained for {done} epochs already.",
                                  f"Pass --epochs more than {done} to train it further.")
         seed = int(settings["seed"])
@@ -191,10 +197,10 @@ def train_generator(ctx: JobContext, kind: str, dataset, out, *, epochs: int | N
                                 card, out)
             card.epochs, card.seconds = epoch + 1, card.seconds + seconds
             card.loss_curve[-1]["seconds"] = card.seconds
+            # the samples of this epoch's weights, saved with them: a crash never pairs them with others
+            preview = sample_grid(ctx.quiet(), generator, preview_per_class, settings["seed"], images)
             save_generator(generator, out, card, grid=preview,
                            training_state=training_state(generator, optimisers, epoch + 1, settings))
-            preview = sample_grid(ctx.quiet(), generator, preview_per_class, settings["seed"], images)
-            write_samples(out, preview)
             ctx.partial(EpochReport(kind, epoch + 1, epochs, dict(card.final_losses), [dict(r) for r in card.loss_curve],
                                     preview, card.seconds, str(out), list(card.class_names)))
         finish, measuring = ctx.quiet(), True
@@ -270,7 +276,7 @@ def train_with_reference(ctx: JobContext, kind: str, dataset, out, **settings) -
     that measures seed acceptance: the Generators view's job."""
     from workbench.core.model_io import bundled_classifier, load_model
 
-    name = bundled_classifier(dataset.recipe.get("name", dataset.name))
+    name = bundled_classifier(dataset_spec(dataset))
     classifier = load_model(name) if name else None
     if classifier is None:
         ctx.notice(f"No bundled classifier knows {dataset.name}: seed acceptance is not measured.")

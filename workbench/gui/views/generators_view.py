@@ -12,6 +12,7 @@ docs/methods/generation.md.
 
 from __future__ import annotations
 
+from html import escape
 from pathlib import Path
 
 import numpy as np
@@ -48,7 +49,7 @@ def acceptance_text(rate) -> str:
 class GeneratorTile(QFrame):
     """One generator in the overview: its name, what it is, its stored samples; a click chooses it."""
 
-    def __init__(self, entry: dict, grid, class_names: list[str], on_click, parent: QWidget | None = None):
+    def __init__(self, entry: dict, grid, on_click, parent: QWidget | None = None):
         super().__init__(parent)
         self.entry = entry
         self.setFrameShape(QFrame.Shape.StyledPanel)
@@ -64,7 +65,7 @@ class GeneratorTile(QFrame):
             info.setStyleSheet(f"color: {MISMATCH.name()}")
         self.grid = SampleGrid(zoom=2)
         if grid is not None:
-            self.grid.set_grid(grid[:, :5], class_names, row_labels=False, max_height=TILE_HEIGHT)
+            self.grid.set_grid(grid[:, :5], [], row_labels=False, max_height=TILE_HEIGHT)
         layout = QVBoxLayout(self)
         layout.addWidget(title)
         layout.addWidget(info)
@@ -93,11 +94,13 @@ class GeneratorsView(QWidget):
         self.tiles: list[GeneratorTile] = []
         self.chosen: dict | None = None  # the chosen entry
         self.generator = None  # the chosen generator, once loaded
+        self._loading_images = False  # the chosen generator's dataset is being loaded for its test images
 
         # --- the overview ------------------------------------------------------------------------
         self.overview = QWidget()
         self.overview_layout = QHBoxLayout(self.overview)
         self.overview_layout.setContentsMargins(0, 0, 0, 0)
+        self.overview_layout.addStretch(1)  # the tiles go before it, from the left
         overview_scroll = QScrollArea()
         overview_scroll.setWidgetResizable(True)
         overview_scroll.setWidget(self.overview)
@@ -282,28 +285,27 @@ class GeneratorsView(QWidget):
 
     def showEvent(self, event) -> None:
         super().showEvent(event)
-        if not self.entries:
-            self.refresh()
+        self.refresh()  # a generator trained from the command line meanwhile is listed too
 
     def refresh(self) -> None:
         """List the bundled generators and the project's, each with its stored samples."""
         chosen = self.chosen["path"] if self.chosen else None
+        self.jobs.forget(lambda key: key == "train")  # a folder may have been trained again since it was read
         self.entries = storage.listed_generators(self.session.project.folder / "generators")
         for tile in self.tiles:
             self.overview_layout.removeWidget(tile)
             tile.deleteLater()
         self.tiles = []
         for entry in self.entries:
-            grid, names = None, []
+            grid = None
             if "problem" not in entry:
                 try:
                     grid = storage.read_samples(entry["path"])
                 except WorkbenchError:
                     grid = None
-            tile = GeneratorTile(entry, grid, names, self.choose)
-            self.overview_layout.addWidget(tile)
+            tile = GeneratorTile(entry, grid, self.choose)
+            self.overview_layout.insertWidget(len(self.tiles), tile)
             self.tiles.append(tile)
-        self.overview_layout.addStretch(1)
         if not self.entries:
             self.detail.show_message("No generators yet", "None is bundled and none was trained in this project: "
                                      "train one in the Train tab.")
@@ -311,6 +313,9 @@ class GeneratorsView(QWidget):
         again = next((e for e in self.entries if e["path"] == chosen), None)
         if again is not None:
             self.choose(again, show=False)
+        elif chosen is not None and not any(t.entry["path"] == chosen for t in self.tiles):
+            self.chosen = self.generator = None  # its folder is gone
+            self.detail.show_message("No generator chosen", "Click a generator in All generators.")
 
     def open_folder(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Open a generator folder")
@@ -353,11 +358,7 @@ class GeneratorsView(QWidget):
         self.header.setText(f"<b>{self.chosen['name']}</b>: {card.title or card.kind} — {card.parameters / 1e6:.2f} M "
                             f"parameters, {generator.latent_dim}-dimensional latent, {card.epochs} epochs on "
                             f"{card.dataset} ({card.seconds_per_epoch:.0f} s per epoch on {card.device or '?'})")
-        warnings = card.warnings()
-        rate = (card.seed_acceptance or {}).get("rate")
-        if rate is not None and rate < ACCEPTANCE_WARNING and not any("acceptance" in w.lower() for w in warnings):
-            warnings.append(f"Seed acceptance is {100 * rate:.1f} %, far below the 99 % the benchmark's MNIST "
-                            "generators reached: many samples are not what their label says.")
+        warnings = card.warnings()  # an unfinished run, a seed acceptance far below the benchmark's
         self.warning.setText(" ".join(warnings))
         self.warning.setVisible(bool(warnings))
         lines = [("Kind", f"{card.kind} ({card.preset or 'default'} sizes: "
@@ -366,13 +367,23 @@ class GeneratorsView(QWidget):
                  ("Training", f"{card.epochs} of {card.epochs_planned} epochs, batch {card.batch_size}, "
                               f"lr {card.lr:g}, seed {card.seed}, {card.seconds / 60:.1f} min"),
                  *card.summary()]
-        self.card_text.setText("<table>" + "".join(f"<tr><td><b>{label}</b>&nbsp;&nbsp;</td><td>{text}</td></tr>"
-                                                   for label, text in lines) + "</table>")
+        self.card_text.setText("<table>" + "".join(f"<tr><td><b>{escape(label)}</b>&nbsp;&nbsp;</td>"
+                                                   f"<td>{escape(text)}</td></tr>" for label, text in lines)
+                               + "</table>")
         self.loss_curves.set_curve(card.loss_curve)
-        grid = storage.read_samples(path)
+        try:
+            grid = storage.read_samples(path)
+        except WorkbenchError as exc:
+            grid, problem = None, exc.message
+        else:
+            problem = "The folder holds no samples; Resample draws them."
         if grid is not None:
             self.samples.set_grid(grid, card.class_names)
-            self.samples_status.setText("The card's samples (seed 0); Resample draws others.")
+            self.samples_status.setText(f"The card's samples (seed {card.seed}); Resample draws others.")
+        else:
+            self.samples.clear()
+            self.samples.grid = None
+            self.samples_status.setText(problem)
         self.walk_class_box.blockSignals(True)
         self.walk_class_box.clear()
         for k, name in enumerate(card.class_names or [str(k) for k in range(generator.num_classes)]):
@@ -390,10 +401,17 @@ class GeneratorsView(QWidget):
             return None
         data = self.session.datasets.get(self.generator.card.dataset)
         if data is None:
-            self.session.load_dataset(self.generator.card.dataset, then=lambda _: self.resample())
+            if not self._loading_images:  # asked once; what waited for it runs when it is there
+                self._loading_images = True
+                self.session.load_dataset(self.generator.card.dataset, then=self._images_loaded)
             return None
         test = data.splits.get("test")
         return test if test is not None and len(test) else data.split("train")
+
+    def _images_loaded(self, _dataset) -> None:
+        self._loading_images = False
+        self.resample()
+        self.walk()
 
     def resample(self) -> None:
         if self.generator is None:
@@ -431,11 +449,13 @@ class GeneratorsView(QWidget):
         low, high = (card.latent_range["low"], card.latent_range["high"]) if card.latent_range else (-3.0, 3.0)
         return np.linspace(low, high, WALK_STEPS, dtype=np.float32)
 
+    def _slider_value(self) -> float:
+        values = self._walk_values()
+        return float(values[0] + (values[-1] - values[0]) * self.walk_slider.value() / 1000.0)
+
     def _show_walk_value(self) -> None:
         if self.generator is not None:
-            values = self._walk_values()
-            value = values[0] + (values[-1] - values[0]) * self.walk_slider.value() / 1000.0
-            self.walk_value.setText(f"{value:+.3f}")
+            self.walk_value.setText(f"{self._slider_value():+.3f}")
 
     def walk(self) -> None:
         """The chosen dimension swept across the latent range (and the slider's point decoded)."""
@@ -467,8 +487,7 @@ class GeneratorsView(QWidget):
         images = self._images()
         if self.generator.can_encode and images is None:
             return
-        values = self._walk_values()
-        value = float(values[0] + (values[-1] - values[0]) * self.walk_slider.value() / 1000.0)
+        value = self._slider_value()
         dimension, label, path = self.walk_dimension_box.value(), self.walk_class_box.currentData(), self.chosen["path"]
         self.jobs.run(("walk-point", path, dimension, label, round(value, 4)), "Decode one latent point",
                       assessment.latent_walk, self.generator, dimension, [value], label, 0, images,

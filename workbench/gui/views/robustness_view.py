@@ -236,7 +236,7 @@ class RobustnessView(QWidget):
         if key == self.base_key:
             return
         self.base_key, self.base, self.picked, self.fuzzed, self.rows, self.rounds = key, None, None, None, [], []
-        self.comparison = None
+        self.comparison, self._shown_before = None, ([], None)
         for what in ("estimate", "prepare", "select", "retrain", "converge", "fuzz"):  # the previous set-up's
             self._cancel(what)
         self.retrain.set_running(False)
@@ -427,7 +427,8 @@ class RobustnessView(QWidget):
             f"Retrain {base.model}: {len(strategies)} strategies × {len(budgets)} budgets × {len(seeds)} seeds",
             study.retrain_strategies, base, strategies, budgets, seeds, epochs, name, project=self.session.project,
             done=done, lane=LONG, view="robustness", group="retrain", report_errors=False)
-        self._track("retrain", job, self._retrain_ended)
+        key = self.base_key
+        self._track("retrain", job, lambda result, exc: key == self.base_key and self._retrain_ended(result, exc))
         self._shown_before = (self.rows, self.comparison)
         self.rows = list(done)
         self.retrain.set_running(True)
