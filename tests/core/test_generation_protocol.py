@@ -1,5 +1,5 @@
 """The generator protocol: the kinds by name, decode's checks, fit checks against datasets and
-classifiers, the latent range as §2.4-style extents, and seed acceptance of an untrained generator."""
+classifiers, the latent range and the mutation extents it gives, and seed acceptance of an untrained generator."""
 
 from __future__ import annotations
 
@@ -180,3 +180,22 @@ def test_the_sample_grid_is_one_row_per_class_and_the_same_each_time(fashion_tin
     first_coat = int(np.flatnonzero(test.labels[draw_indices(len(test), len(test), 0)] == 4)[0])
     coat = test.tensor(draw_indices(len(test), len(test), 0)[[first_coat]])
     assert np.allclose(recon[4, 0], vae.decode(vae.encode(coat)).numpy()[0])
+
+
+def test_seed_acceptance_is_judged_against_how_well_the_classifier_reads_real_images(tiny_generators, fashion_tiny,
+                                                                                      lenet5_fashion):
+    """Fashion-MNIST generators cannot reach MNIST's 99 %: the ceiling is the classifier's accuracy on real images."""
+    from workbench.core.generation.assessment import SeedAcceptance, classify, draw_indices
+
+    def acceptance(rate, real):
+        return SeedAcceptance("c", "f", 1000, int(rate * 1000), [], "class-conditional samples", 0, 10, real)
+
+    assert acceptance(0.726, 0.89).warning == ""  # 82 % of what the classifier reads in real images
+    assert "real test images" in acceptance(0.5, 0.9).warning
+    assert "99 %" in acceptance(0.5, None).warning  # without real images, the benchmark's figure
+    test = fashion_tiny.split("test")
+    gan = create_generator("gan", 10, **tiny_generators["gan"])
+    result = seed_acceptance(JobContext("cpu"), gan, lenet5_fashion, test, n=60, seed=2)
+    pick = draw_indices(len(test), 60, 2)
+    read, _ = classify(JobContext("cpu"), lenet5_fashion, test.tensor(pick))
+    assert result.real_accuracy == float((read.numpy() == test.labels[pick]).mean())

@@ -132,6 +132,7 @@ class SeedAcceptance:
     samples: str  # "class-conditional samples" or "reconstructed test images"
     seed: int
     num_classes: int
+    real_accuracy: float | None = None  # the classifier's accuracy on real test images: the ceiling
 
     @property
     def rate(self) -> float:
@@ -147,6 +148,12 @@ class SeedAcceptance:
         if self.num_classes > 1 and self.rate <= 1.5 * self.chance:
             return (f"Seed acceptance is {percent}, no better than chance ({self.chance * 100:.0f} %): the generator "
                     f"looks untrained, or its images do not fit the classifier {self.classifier!r}.")
+        if self.real_accuracy is not None:
+            if self.rate < ACCEPTANCE_WARNING * self.real_accuracy:
+                return (f"Seed acceptance is {percent}, while the classifier labels {self.real_accuracy * 100:.1f} % "
+                        "of real test images correctly: the generator's images are much harder to read than real "
+                        "ones, so a search will reject many of its seeds. Train the generator longer.")
+            return ""
         if self.rate < ACCEPTANCE_WARNING:
             return (f"Seed acceptance is {percent}, far below the 99 % of the benchmark's MNIST generators: a search "
                     "will reject most of its seeds. Train the generator longer.")
@@ -214,8 +221,13 @@ def seed_acceptance(ctx: JobContext, generator: Generator, classifier, images=No
     hit = (predicted == y).numpy()
     labels = y.numpy()
     per_class = [float(hit[labels == c].mean()) if (labels == c).any() else None for c in range(k)]
+    real = None
+    if images is not None and len(images):  # the ceiling: how well the classifier reads real test images
+        pick = draw_indices(len(images), n, seed)
+        read, _ = classify(ctx, classifier, images.tensor(pick), "seed acceptance: real test images")
+        real = float((read.numpy() == np.asarray(images.labels[pick])).mean())
     return SeedAcceptance(classifier.name, classifier.fingerprint(), int(len(hit)), int(hit.sum()), per_class,
-                          samples, int(seed), k)
+                          samples, int(seed), k, real)
 
 
 def sample_grid(ctx: JobContext, generator: Generator, per_class: int = 8, seed: int = 0,

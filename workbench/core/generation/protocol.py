@@ -127,8 +127,10 @@ class GeneratorCard:
                                           f"low {r['extent_low']:.3g}"))
         if self.seed_acceptance:
             a = self.seed_acceptance
+            real = a.get("real_accuracy")
             lines.append((f"Seed acceptance by {a['classifier']}", f"{a['rate'] * 100:.1f} % of {a['n']} "
-                                                                    f"{a['samples']}"))
+                                                                    f"{a['samples']}" + (
+                f" (it reads {real * 100:.1f} % of real test images correctly)" if real is not None else "")))
         else:
             lines.append(("Seed acceptance", "not measured (no reference classifier)"))
         return lines
