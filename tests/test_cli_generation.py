@@ -84,3 +84,22 @@ def test_an_existing_generator_is_left_alone(trained, capsys):
     assert (out / "generator.json").read_text() == before
     rc, _, err = run_cli(capsys, "generators", out / "absent")
     assert_clean_failure(rc, err, "No generator folder")
+
+
+def test_generate_searches_each_generator_and_prints_the_summary(capsys):
+    """The latent search from the command line on the bundled mnist-5k generators (a few seeds, a short budget)."""
+    rc, out, err = run_cli(capsys, "generate", "--generator", "vae-mnist-5k,gan-mnist-5k", "--model", "lenet5-mnist5k",
+                           "--data", "mnist-5k", "--seeds", "4", "--budget", "5", "--device", "cpu", "--json")
+    assert rc == 0, err
+    runs = json.loads(out)["runs"]
+    assert [r["generator"] for r in runs] == ["vae-mnist-5k", "gan-mnist-5k"]
+    for run in runs:
+        assert run["seeds"] == 4 and 0 <= run["misbehaviours"] <= run["kept"] <= 4
+        assert len(run["seeds_detail"]) == run["kept"] and run["params"]["budget"] == 5
+        assert all(1 <= s["generations"] <= 5 and s["found"] == (s["best_margin"] < 0) for s in run["seeds_detail"])
+    rc, out, err = run_cli(capsys, "generate", "--generator", "vae-mnist-5k", "--model", "lenet5-mnist5k",
+                           "--data", "mnist-5k", "--seeds", "2", "--budget", "2")
+    assert rc == 0 and "seeds kept" in out and "vae-mnist-5k" in out
+    rc, out, err = run_cli(capsys, "generate", "--generator", "no-such", "--model", "lenet5-mnist5k", "--data",
+                           "mnist-5k", "--seeds", "2")
+    assert rc == 2 and "No generator folder" in err and "Traceback" not in err

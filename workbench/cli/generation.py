@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 from workbench.cli.arguments import integer, real, text
-from workbench.cli.common import (EXIT_CANCELLED, add_common, add_loading, check_creatable, command_line, run_job,
-                                  dataset_key, emit, error, make_context)
+from workbench.cli.common import (EXIT_CANCELLED, add_common, add_loading, add_model_data, check_creatable,
+                                  command_line, dataset_key, emit, error, load_model_and_data, make_context,
+                                  run_job)
 
 NO_CLASSIFIER = "none"
 
@@ -38,6 +39,20 @@ def add_parsers(sub) -> None:
     add_loading(train)
     add_common(train)
     train.set_defaults(handler=cmd_train_generator)
+
+    gen = sub.add_parser("generate", help="search generators' latent spaces for inputs the model misclassifies "
+                                          "(the latent genetic test generator), per generator a summary")
+    gen.add_argument("--generator", required=True, metavar="LIST", type=text("generators"),
+                     help="comma-separated generator folders or bundled names (e.g. vae-fashion-mnist,"
+                          "gan-fashion-mnist)")
+    add_model_data(gen)
+    gen.add_argument("--seeds", type=integer(1, 100_000), default=100, help="seeds per generator (default 100)")
+    gen.add_argument("--extent", choices=("high", "low"), default="high",
+                     help="mutation extent: the latent range / 1000 (high, default) or / 10 000 (low)")
+    gen.add_argument("--budget", type=integer(1, 100_000), default=250, help="generations per seed (default 250)")
+    add_loading(gen)
+    add_common(gen)
+    gen.set_defaults(handler=cmd_generate)
 
     export = sub.add_parser("export-generator", help="copy a generator folder without its training state (for "
                                                      "sharing or bundling), optionally with float16 weights")
@@ -120,6 +135,38 @@ def card_text(card, folder, trained: bool = False) -> str:
     lines += [f"warning: {w}" for w in card.warnings()]
     lines.append(f"{'Saved to' if trained else 'Folder:'} {folder}")
     return "\n".join(lines)
+
+
+def cmd_generate(args) -> int:
+    from workbench.core.generation.storage import load_generator
+    from workbench.core.generation.tig import generate
+
+    model, dataset = load_model_and_data(args)
+    names = [n.strip() for n in args.generator.split(",") if n.strip()]
+    if not names:
+        raise error("No generator was named.", "Name bundled generators or folders, separated by commas.")
+    generators = [(name, load_generator(name, num_classes=dataset.num_classes)) for name in names]
+    test = dataset.splits.get("test")
+    images = test if test is not None and len(test) else dataset.split("train")
+    runs = []
+    for name, generator in generators:
+        run, _ = run_job(args, lambda ctx: generate(ctx, generator.to(ctx.device), model, args.seeds, args.extent,
+                                                    args.budget, args.seed, images, name))
+        runs.append(run)
+    rows = [run.summary() for run in runs]
+    lines = [f"Latent search against {model.name} on {dataset.name}: {args.seeds} seeds per generator, {args.extent} "
+             f"extent, budget {args.budget} generations",
+             f"{'generator':<26} {'seeds kept':>11} {'misbehaviours':>14} {'mean generations':>17}"]
+    for row in rows:
+        mean = "—" if row["mean_generations"] is None else f"{row['mean_generations']:.1f}"
+        lines.append(f"{row['generator']:<26} {row['kept']:>5} / {row['seeds']:<5} {row['misbehaviours']:>8} of "
+                     f"{row['kept']:<4} {mean:>12}")
+    emit(args, {"runs": [{**run.summary(), "params": run.params,
+                          "seeds_detail": [{"seed": r.seed, "label": r.label, "predicted": r.predicted,
+                                            "found": r.found, "generations": r.generations,
+                                            "best_margin": r.best_margin, "distance": r.distance}
+                                           for r in run.results]} for run in runs]}, "\n".join(lines))
+    return 0
 
 
 def cmd_export_generator(args) -> int:
