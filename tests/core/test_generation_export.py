@@ -32,6 +32,7 @@ def test_export_whole_and_in_half_precision(tmp_path, fashion_tiny, tiny_generat
     assert weights < 0.6 * full
     assert all(v.dtype == original.state_dict()[k].dtype for k, v in rounded.state_dict().items())
     assert any("float16" in note for note in rounded.card.notes)
+    assert any("measured again" in note for note in rounded.card.notes)
     assert rounded.card.seed_acceptance is not None and rounded.card.latent_range is not None
     z = original.sample_latent(8, torch.Generator().manual_seed(0))
     y = torch.arange(8) if original.conditional else None

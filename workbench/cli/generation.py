@@ -61,9 +61,12 @@ def add_parsers(sub) -> None:
     export.add_argument("--half", action="store_true",
                         help="store the weights as float16 (half the size); the card is measured again on them "
                              "and says how far the decoded pixels moved")
+    export.add_argument("--measure", action="store_true",
+                        help="measure the card again on the stored weights (latent range, seed acceptance with its "
+                             "real-image ceiling, samples); --half does")
     export.add_argument("--classifier", metavar="MODEL", type=text("classifier"),
-                        help="reference classifier for the seed acceptance measured again with --half (default: "
-                             f"the bundled model for the generator's dataset; '{NO_CLASSIFIER}' to skip)")
+                        help="reference classifier for the seed acceptance measured again (default: the bundled "
+                             f"model for the generator's dataset; '{NO_CLASSIFIER}' to skip)")
     add_loading(export)
     add_common(export)
     export.set_defaults(handler=cmd_export_generator)
@@ -176,14 +179,15 @@ def cmd_export_generator(args) -> int:
 
     card = load_generator(args.source).card
     dataset = classifier = None
-    if args.half:
+    if args.half or args.measure:
         dataset = load_dataset(card.dataset, download=args.download)
         name = args.classifier if args.classifier is not None else bundled_classifier(card.dataset)
         if name and name.lower() != NO_CLASSIFIER:
             classifier = load_model(name, arch=args.arch, trust=args.trust_file)
     check_creatable(Path(args.dest).expanduser())
     folder, _ = run_job(args, lambda ctx: export_generator(ctx, args.source, Path(args.dest).expanduser(),
-                                                           half=args.half, dataset=dataset, classifier=classifier))
+                                                           half=args.half, measure=args.measure, dataset=dataset,
+                                                           classifier=classifier))
     copied = load_generator(folder).card
     emit(args, {**copied.to_dict(), "path": str(folder)}, card_text(copied, folder))
     return 0

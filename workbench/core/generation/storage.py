@@ -89,7 +89,8 @@ def bundled_generators() -> list[dict]:
             continue
         found.append({"name": descriptor.parent.name, "kind": data.get("kind"), "path": str(descriptor.parent),
                       "dataset": card.get("dataset"), "title": card.get("title"), "epochs": card.get("epochs"),
-                      "seed_acceptance": (card.get("seed_acceptance") or {}).get("rate")})
+                      "seed_acceptance": (card.get("seed_acceptance") or {}).get("rate"),
+                      "warning": (card.get("seed_acceptance") or {}).get("warning") or ""})
     return found
 
 
@@ -112,7 +113,8 @@ def listed_generators(*roots) -> list[dict]:
                 found.append({"name": folder.name, "kind": data["kind"], "path": str(folder),
                               "dataset": card.get("dataset"), "title": card.get("title"),
                               "epochs": card.get("epochs"), "bundled": False,
-                              "seed_acceptance": (card.get("seed_acceptance") or {}).get("rate")})
+                              "seed_acceptance": (card.get("seed_acceptance") or {}).get("rate"),
+                              "warning": (card.get("seed_acceptance") or {}).get("warning") or ""})
             except WorkbenchError as exc:
                 found.append({"name": folder.name, "path": str(folder), "bundled": False, "problem": exc.message})
     return found
@@ -244,13 +246,14 @@ def read_training_state(folder) -> dict:
 HALF_CHECK_SAMPLES = 200  # latents decoded with both precisions to state what storing in float16 changes
 
 
-def export_generator(ctx, source, dest, *, half: bool = False, dataset=None, classifier=None) -> Path:
+def export_generator(ctx, source, dest, *, half: bool = False, measure: bool = False, dataset=None,
+                     classifier=None) -> Path:
     """A copy of generator folder `source` for sharing or bundling, without its training state (resuming
     needs it, a search does not). With `half`, the weights are rounded to float16 and stored so (half
-    the size); the card is then measured again on the rounded weights — latent range, seed acceptance
-    (with `classifier`), sample grid — and its notes say how far the rounding moves the decoded
-    pixels, measured on the same latents decoded before and after. `dataset` gives the test images a
-    VAE is measured on."""
+    the size), and its notes say how far the rounding moves the decoded pixels, measured on the same
+    latents decoded before and after. With `half` or `measure` the card is measured again on the
+    stored weights — latent range, seed acceptance (with `classifier`), sample grid. `dataset` gives
+    the test images the VAE and the seed acceptance's real-image ceiling are measured on."""
     import copy
 
     import torch
@@ -267,7 +270,8 @@ def export_generator(ctx, source, dest, *, half: bool = False, dataset=None, cla
     if dataset is not None:
         test = dataset.splits.get("test")
         images = test if test is not None and len(test) else dataset.split("train")
-    if generator.can_encode and images is None and half:
+    measure = measure or half
+    if generator.can_encode and images is None and measure:
         raise WorkbenchError(f"The {generator.title or generator.kind} generator is measured on encoded test "
                              "images, and no dataset was given.", f"Name its dataset ({card.dataset}).")
     grid = read_samples(generator.folder)
@@ -279,16 +283,17 @@ def export_generator(ctx, source, dest, *, half: bool = False, dataset=None, cla
         before = decode_in_batches(ctx.quiet(), generator, z, y)
         generator.round_to_half()
         difference = (decode_in_batches(ctx.quiet(), generator, z, y) - before).abs()
+        card.notes = [*card.notes, f"Weights stored as float16 (half the file size): over {len(z)} decoded samples "
+                                   f"the pixels (0 to 1) moved by at most {float(difference.max()):.2g}, "
+                                   f"{float(difference.mean()):.1g} on average."]
+    if measure:
         before_range, before_acceptance = card.latent_range or {}, card.seed_acceptance or {}
         card.latent_range = measure_latent_range(ctx.quiet(), generator, images, before_range.get("n", 1000),
                                                  card.seed, before_range.get("split") or "test").to_dict()
         card.seed_acceptance = None if classifier is None else seed_acceptance(
             ctx.quiet(), generator, classifier, images, before_acceptance.get("n", 500), card.seed).to_dict()
         grid = sample_grid(ctx.quiet(), generator, grid.shape[1] if grid is not None else 8, card.seed, images)
-        card.notes = [*card.notes, f"Weights stored as float16 (half the file size): over {len(z)} decoded samples "
-                                   f"the pixels (0 to 1) moved by at most {float(difference.max()):.2g}, "
-                                   f"{float(difference.mean()):.1g} on average; the latent range"
-                                   f"{', seed acceptance' if classifier is not None else ''} and samples are "
-                                   "measured on them."]
+        card.notes = [*card.notes, "The latent range" + (", seed acceptance" if classifier is not None else "")
+                      + " and samples were measured again on the stored weights when the folder was exported."]
     ctx.progress(1, 1, "saving")
     return save_generator(generator, dest, card, grid, half=half)

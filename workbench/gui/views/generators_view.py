@@ -23,7 +23,6 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QFrame, QGro
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.generation import assessment, storage
-from workbench.core.generation.protocol import ACCEPTANCE_WARNING
 from workbench.core.generation.registry import generator_kinds
 from workbench.core.generation.training import train_with_reference
 from workbench.gui.colors import MISMATCH
@@ -61,8 +60,9 @@ class GeneratorTile(QFrame):
         info = QLabel(entry.get("problem") or f"{entry.get('kind')} · {entry.get('dataset')} · "
                                               f"{entry.get('epochs')} epochs · {acceptance_text(rate)} · {where}")
         info.setWordWrap(True)
-        if entry.get("problem") or (rate is not None and rate < ACCEPTANCE_WARNING):
+        if entry.get("problem") or entry.get("warning"):  # the card's own judgement (against the classifier's ceiling)
             info.setStyleSheet(f"color: {MISMATCH.name()}")
+            info.setToolTip(entry.get("problem") or entry["warning"])
         self.grid = SampleGrid(zoom=2)
         if grid is not None:
             self.grid.set_grid(grid[:, :5], [], row_labels=False, max_height=TILE_HEIGHT)
