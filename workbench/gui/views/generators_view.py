@@ -545,8 +545,9 @@ class GeneratorsView(QWidget):
 
     def _new_folder(self, base: str) -> Path:
         root = self.session.project.folder / "generators"
+        taken = {entry["name"] for entry in self.entries}  # a bundled generator's name too: one name, one generator
         folder, n = root / base, 2
-        while folder.exists():
+        while folder.exists() or folder.name in taken:
             folder, n = root / f"{base}-{n}", n + 1
         return folder
 
