@@ -150,6 +150,7 @@ class RetrainPanel(_JobPanel):
         self.layout_.insertLayout(1, quick_row)
         self.curves = RobustnessCurves()
         self.curves.setObjectName("retrainCurves")
+        self.curves.prepare(["static", "adaptive", "clean", "fol"])  # what a comparison's rows hold
         self.layout_.addWidget(self.curves, 1)
         self.show_empty()
 

@@ -128,6 +128,12 @@ class RobustnessCurves(QWidget):
     def has_data(self) -> bool:
         return self.stack.currentWidget() is self.stack.content
 
+    def prepare(self, metrics: list[str]) -> None:
+        """Build the plots of `metrics` now, while nothing is drawn: building five plots takes a tenth of
+        a second, which the first finished run would otherwise add to its own redraw."""
+        if metrics != self._layout_metrics:
+            self._build_plots(metrics)
+
     def set_series(self, x_label: str, series: Iterable[Series]) -> None:
         """Replace every series; an empty list shows the empty state."""
         self.x_label = x_label
