@@ -22,6 +22,7 @@ and how the card's measures are taken: docs/methods/generation.md.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -146,7 +147,7 @@ class GeneratorCard:
         return out
 
 
-class Generator:
+class Generator(ABC):
     """The base of every generator kind: checks, decoding in inference mode, devices and weights.
 
     A subclass sets the class attributes, builds its networks in `build()` (one `nn.ModuleDict`, so
@@ -199,30 +200,31 @@ class Generator:
     # --- what a kind implements ------------------------------------------------------------------
 
     @property
+    @abstractmethod
     def latent_dim(self) -> int:
-        raise NotImplementedError
+        """The genome's length D."""
 
+    @abstractmethod
     def build(self) -> "torch.nn.Module":
         """The networks, as one module (an `nn.ModuleDict`)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def forward_decode(self, z: "torch.Tensor", y: "torch.Tensor | None") -> "torch.Tensor":
         """Images in [0, 1], `(N, *image_shape)`, from latents `(N, D)` and labels `(N,)` on the device."""
-        raise NotImplementedError
 
     def forward_encode(self, x: "torch.Tensor") -> "torch.Tensor":
         """Latents `(N, D)` of images `(N, *image_shape)` in [0, 1] on the device."""
         raise WorkbenchError(f"The {self.title or self.kind} generator cannot encode images.",
                              "Only generators with an encoder (the VAE) can; use sample_latent for the others.")
 
+    @abstractmethod
     def optimisers(self, lr: float) -> dict:
         """The optimisers of one training run, by name (their state is kept in checkpoints)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def train_step(self, x: "torch.Tensor", y: "torch.Tensor", optimisers: dict, rng) -> dict:
         """One optimisation step on a batch (images in [0, 1] and labels, on the device); returns the
         step's losses by name as 0-d tensors. `rng` is the run's seeded `torch.Generator` on the device."""
-        raise NotImplementedError
 
     def versions(self) -> dict:
         """Versions of libraries the kind depends on beyond PyTorch (recorded on the card)."""

@@ -413,12 +413,21 @@ class GeneratorsView(QWidget):
         self.resample()
         self.walk()
 
-    def resample(self) -> None:
+    def _ready(self, status: QLabel | None = None):
+        """(whether the chosen generator can decode now, the test images it needs); while the dataset of
+        a VAE loads, `status` says so."""
         if self.generator is None:
-            return
+            return False, None
         images = self._images()
         if self.generator.can_encode and images is None:
-            self.samples_status.setText(f"Loading {self.generator.card.dataset} to encode its test images…")
+            if status is not None:
+                status.setText(f"Loading {self.generator.card.dataset} to encode its test images…")
+            return False, None
+        return True, images
+
+    def resample(self) -> None:
+        ready, images = self._ready(self.samples_status)
+        if not ready:
             return
         seed, per_class, path = self.seed_box.value(), self.per_class_box.value(), self.chosen["path"]
         self.samples_status.setText(f"Sampling with seed {seed}…")
@@ -459,19 +468,12 @@ class GeneratorsView(QWidget):
 
     def walk(self) -> None:
         """The chosen dimension swept across the latent range (and the slider's point decoded)."""
-        if self.generator is None:
+        ready, images = self._ready(self.walk_status)
+        if not ready:
             return
-        images = self._images()
-        if self.generator.can_encode and images is None:
-            self.walk_status.setText(f"Loading {self.generator.card.dataset}…")
-            return
-        dimension, label = self.walk_dimension_box.value(), self.walk_class_box.currentData()
-        values, path = self._walk_values(), self.chosen["path"]
-        self.walk_status.setText(f"Decoding dimension {dimension}…")
-        self.jobs.run(("walk", path, dimension, label), f"Walk latent dimension {dimension} of {self.chosen['name']}",
-                      assessment.latent_walk, self.generator, dimension, values, label, 0, images,
-                      lane=INTERACTIVE, view="generators", group="walk", cached=True,
-                      then=lambda row, path=path: self._show_walk(path, row))
+        path = self.chosen["path"]
+        self.walk_status.setText(f"Decoding dimension {self.walk_dimension_box.value()}…")
+        self._decode_walk("walk", self._walk_values(), images, lambda row, path=path: self._show_walk(path, row))
         self._show_walk_value()
         self.decode_walk_point()
 
@@ -482,18 +484,21 @@ class GeneratorsView(QWidget):
             self.walk_status.setText(f"From {values[0]:+.3g} to {values[-1]:+.3g}")
 
     def decode_walk_point(self) -> None:
-        if self.generator is None:
+        ready, images = self._ready()
+        if not ready:
             return
-        images = self._images()
-        if self.generator.can_encode and images is None:
-            return
-        value = self._slider_value()
-        dimension, label, path = self.walk_dimension_box.value(), self.walk_class_box.currentData(), self.chosen["path"]
-        self.jobs.run(("walk-point", path, dimension, label, round(value, 4)), "Decode one latent point",
-                      assessment.latent_walk, self.generator, dimension, [value], label, 0, images,
-                      lane=INTERACTIVE, view="generators", group="walk-point", cached=True,
-                      then=lambda image, path=path: self.chosen and self.chosen["path"] == path
-                      and self.walk_point.set_grid(np.asarray(image)[None], [], row_labels=False))
+        path = self.chosen["path"]
+        self._decode_walk("walk-point", [self._slider_value()], images,
+                          lambda image, path=path: self.chosen and self.chosen["path"] == path
+                          and self.walk_point.set_grid(np.asarray(image)[None], [], row_labels=False))
+
+    def _decode_walk(self, what: str, values, images, then) -> None:
+        """Decode the chosen dimension at `values` (the sweep, or the slider's point) as an interactive job."""
+        dimension, label = self.walk_dimension_box.value(), self.walk_class_box.currentData()
+        key = (what, self.chosen["path"], dimension, label, tuple(round(float(v), 4) for v in values))
+        self.jobs.run(key, f"Decode latent dimension {dimension} of {self.chosen['name']}", assessment.latent_walk,
+                      self.generator, dimension, values, label, 0, images, lane=INTERACTIVE, view="generators",
+                      group=what, cached=True, then=then)
 
     # --- training ----------------------------------------------------------------------------------
 
