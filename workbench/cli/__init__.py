@@ -13,10 +13,11 @@ import argparse
 import os
 import sys
 
-from workbench.cli import coverage, generation, gui, importance, info, pools, retraining, training, uncertainty
+from workbench.cli import (coverage, generation, gui, importance, info, pools, retraining, training, uncertainty,
+                           validity)
 from workbench.cli.common import EXIT_CANCELLED, EXIT_ERROR
 
-GROUPS = (gui, info, training, importance, coverage, pools, uncertainty, retraining, generation)
+GROUPS = (gui, info, training, importance, coverage, pools, uncertainty, retraining, generation, validity)
 #: Commands that do not compute with models and data, so plugins are not loaded for them.
 WITHOUT_PLUGINS = ("gui", "info")
 

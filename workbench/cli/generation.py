@@ -50,6 +50,13 @@ def add_parsers(sub) -> None:
     gen.add_argument("--extent", choices=("high", "low"), default="high",
                      help="mutation extent: the latent range / 1000 (high, default) or / 10 000 (low)")
     gen.add_argument("--budget", type=integer(1, 100_000), default=250, help="generations per seed (default 250)")
+    gen.add_argument("--name", metavar="NAME", type=text("test set name"),
+                     help="the generated set's name in --project (default: generated-<model>-<extent>)")
+    gen.add_argument("--validators", metavar="DIR", type=text("validator folder"),
+                     help="validator set for the validity proxies (default: the bundled set for the dataset)")
+    gen.add_argument("--no-proxies", action="store_true", help="do not judge the results with the validity proxies")
+    gen.add_argument("--export", metavar="DIR", type=text("export folder"),
+                     help="also write the per-seed CSV (the benchmark's columns) and the inputs as PNG files here")
     add_loading(gen)
     add_common(gen)
     gen.set_defaults(handler=cmd_generate)
@@ -141,35 +148,76 @@ def card_text(card, folder, trained: bool = False) -> str:
 
 
 def cmd_generate(args) -> int:
+    from workbench.cli.common import ProjectTarget
+    from workbench.core.generation.generated import export_generated, run_generation
     from workbench.core.generation.storage import load_generator
-    from workbench.core.generation.tig import generate
+    from workbench.core.generation.validators import bundled_validator_folders, load_validators
+    from workbench.core.staging import run_staged
+    from workbench.core.testsets import from_artifact
 
     model, dataset = load_model_and_data(args)
+    key = dataset_key(dataset)
     names = [n.strip() for n in args.generator.split(",") if n.strip()]
     if not names:
         raise error("No generator was named.", "Name bundled generators or folders, separated by commas.")
     generators = [(name, load_generator(name, num_classes=dataset.num_classes)) for name in names]
-    test = dataset.splits.get("test")
-    images = test if test is not None and len(test) else dataset.split("train")
-    runs = []
-    for name, generator in generators:
-        run, _ = run_job(args, lambda ctx: generate(ctx, generator.to(ctx.device), model, args.seeds, args.extent,
-                                                    args.budget, args.seed, images, name))
-        runs.append(run)
-    rows = [run.summary() for run in runs]
+    validators = None
+    if not args.no_proxies and (args.validators or key in {f.name for f in bundled_validator_folders()}):
+        validators = load_validators(args.validators, "" if args.validators else key)
+    elif not args.no_proxies:
+        print(f"note: no validators are bundled for {key}, so the validity proxies are left out (train them with "
+              "workbench train-validators and pass --validators DIR).", file=sys.stderr)
+    target = ProjectTarget(args.project)
+    if args.export:
+        check_creatable(Path(args.export).expanduser())
+    name = args.name or f"generated-{model.name}-{args.extent}"
+    project = target.open(key) if target else None
+    result, _ = run_job(args, lambda ctx: run_staged(
+        ctx, run_generation, project, generators, model, dataset, args.seeds, args.extent, args.budget, args.seed,
+        validators, name, command=command_line(args)))
+    rows = result.summary()
     lines = [f"Latent search against {model.name} on {dataset.name}: {args.seeds} seeds per generator, {args.extent} "
-             f"extent, budget {args.budget} generations",
-             f"{'generator':<26} {'seeds kept':>11} {'misbehaviours':>14} {'mean generations':>17}"]
+             f"extent, budget {args.budget} generations" + (" (stopped: partial)" if result.partial else "")]
+    proxies = validators is not None
+    lines.append(f"{'generator':<26} {'seeds kept':>11} {'misbehaviours':>14} {'mean generations':>17}"
+                 + (f" {'proxy-valid (both)':>19} {'+ oracle kept label':>20}" if proxies else ""))
     for row in rows:
         mean = "—" if row["mean_generations"] is None else f"{row['mean_generations']:.1f}"
-        lines.append(f"{row['generator']:<26} {row['kept']:>5} / {row['seeds']:<5} {row['misbehaviours']:>8} of "
-                     f"{row['kept']:<4} {mean:>12}")
+        kept = f"{row.get('kept', row['searched']):>5} / {row.get('seeds', '?'):<5}"
+        line = f"{row['generator']:<26} {kept} {row['misbehaviours']:>8} of {row['searched']:<4} {mean:>12}"
+        if proxies:
+            line += f" {row['proxy_both_valid']:>19} {row['proxy_valid_preserved']:>20}"
+        lines.append(line)
+    if proxies:
+        lines.append("proxy-valid: accepted by both automated validity proxies (SelfOracle and DAIV); a proxy, "
+                     "not a verdict of validity.")
+    for run in result.runs:
+        if not run.seeds.kept.any():
+            lines.append(f"warning: {model.name} labels none of the {run.generator} seeds as intended; nothing was "
+                         "searched from them.")
+    exported = None
+    if result.saved:
+        lines.append(f"Stored as test set {name!r} in {project.folder}.")
+    if args.export and result.arrays:
+        testset = from_artifact(project, name, list(dataset.class_names)) if result.saved else _as_testset(result, name)
+        exported = export_generated(testset, Path(args.export).expanduser())
+        lines.append(f"Exported {exported['images']} inputs and {exported['csv']}.")
     emit(args, {"runs": [{**run.summary(), "params": run.params,
                           "seeds_detail": [{"seed": r.seed, "label": r.label, "predicted": r.predicted,
-                                            "found": r.found, "generations": r.generations,
+                                            "found": r.found, "finished": r.finished, "generations": r.generations,
                                             "best_margin": r.best_margin, "distance": r.distance}
-                                           for r in run.results]} for run in runs]}, "\n".join(lines))
+                                           for r in run.results]} for run in result.runs],
+                "summary": rows, "partial": result.partial, "testset": name if result.saved else None,
+                "export": exported}, "\n".join(lines))
     return 0
+
+
+def _as_testset(result, name: str):
+    from workbench.core.testsets import RESERVED_ARRAYS, Source, TestSet, content_ids
+
+    a = result.arrays
+    columns = {k: v for k, v in a.items() if k not in RESERVED_ARRAYS}
+    return TestSet(name, Source("stored", role="generated"), a["x"], a["y"], content_ids(a["x"]), columns)
 
 
 def cmd_export_generator(args) -> int:

@@ -67,6 +67,7 @@ class JobContext:
         self.notices: list[str] = []  # every notice of the job, its sub-steps' included
         # Any object with set() and is_set(): a worker process's job checks an event its parent sets.
         self._cancel = cancel_event if cancel_event is not None else threading.Event()
+        self._keeping = threading.Event()  # shared with sub-contexts: see `keep_what_was_found`
         self.started = time.monotonic()
 
     @property
@@ -89,9 +90,20 @@ class JobContext:
         return self._cancel.is_set()
 
     def check(self) -> None:
-        """Raise `Cancelled` if the job was cancelled."""
-        if self._cancel.is_set():
+        """Raise `Cancelled` if the job was cancelled (and has not chosen to keep what it found)."""
+        if self._cancel.is_set() and not self._keeping.is_set():
             raise Cancelled()
+
+    def keep_what_was_found(self) -> None:
+        """Make a cancel a *stop*: the job, having caught `Cancelled`, finishes with what it found so far
+        (a search's partial results, marked so), and its result is saved like a finished job's. From now
+        on no check raises, for this context, the job's own and every sub-context alike."""
+        self._keeping.set()
+
+    @property
+    def stopped_early(self) -> bool:
+        """Cancelled, and finishing with what was found (`keep_what_was_found`)."""
+        return self._cancel.is_set() and self._keeping.is_set()
 
     def progress(self, done: int, total: int, message: str = "") -> None:
         """Report `done` of `total` steps and stop here if the job was cancelled."""
@@ -102,7 +114,7 @@ class JobContext:
     def quiet(self) -> "JobContext":
         """A context for a sub-step: same device and cancellation, but it reports nothing."""
         sub = JobContext(self._device_name)
-        sub._device, sub._cancel = self._device, self._cancel
+        sub._device, sub._cancel, sub._keeping = self._device, self._cancel, self._keeping
         sub.notices, sub._on_notice = self.notices, self._on_notice  # a sub-step's notice is the job's
         return sub
 

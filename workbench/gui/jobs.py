@@ -237,7 +237,7 @@ class Job(QObject):
     def _on_finished(self, result: Any) -> None:
         self.result = result
         self._end(DONE)
-        self.record.message = ""
+        self.record.message = "stopped; what was found so far is kept" if self.ctx.cancelled else ""
         self.finished.emit(result)
         self.ended.emit()
 

@@ -154,7 +154,8 @@ class Generator(ABC):
     its `state_dict` is the generator's) and implements `latent_dim`, `forward_decode`, `optimisers`
     and `train_step` (and `forward_encode` if `can_encode`). Its constructor parameters are
     `num_classes`, `image_shape` and the keys of `presets["default"]`, which hold every size the
-    kind has: `self.config` is that dictionary with the caller's values, stored with the weights.
+    kind has, and of `options` (other settings, recorded only when given): `self.config` is that
+    dictionary with the caller's values, stored with the weights.
     """
 
     kind: ClassVar[str] = ""
@@ -166,6 +167,8 @@ class Generator(ABC):
     #: at most this many images per decode call when the workbench decodes many (a cancel is seen between)
     decode_batch: ClassVar[int] = 500
     presets: ClassVar[dict] = {"default": {}}
+    #: settings beyond the sizes, with their defaults: recorded in `config` only when given
+    options: ClassVar[dict] = {}
     training_defaults: ClassVar[dict] = {"epochs": 10, "batch_size": 64, "lr": 1e-3}
     #: files `save_weights` writes (a folder missing one of them is refused when loaded)
     weight_files: ClassVar[tuple] = (WEIGHTS_FILE,)
@@ -184,10 +187,10 @@ class Generator(ABC):
                                  "Choose a dataset of 28×28 grey images (Fashion-MNIST, MNIST), or a generator "
                                  "kind made for this image size.")
         defaults = dict(self.presets.get("default", {}))
-        unknown = sorted(set(config) - set(defaults))
+        unknown = sorted(set(config) - set(defaults) - set(self.options))
         if unknown:
             raise WorkbenchError(f"The {self.title or self.kind} generator has no setting {', '.join(map(repr, unknown))}.",
-                                 f"Its settings: {', '.join(defaults) or 'none'}.")
+                                 f"Its settings: {', '.join([*defaults, *self.options]) or 'none'}.")
         self.num_classes = num_classes
         self.image_shape = shape
         self.config = {**defaults, **config}

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from workbench.core.errors import WorkbenchError
+from workbench.core.errors import Cancelled, WorkbenchError
 from workbench.core.generation.assessment import classify, decode_in_batches, draw_indices, encode_in_batches
 from workbench.core.generation.protocol import Generator, check_fits
 from workbench.core.jobs import JobContext
@@ -76,6 +76,7 @@ class SeedResult:
     best_image: np.ndarray | None = None
     best_genome: np.ndarray | None = None
     distance: float = 0.0  # ‖best genome − seed genome‖₂
+    finished: bool = True  # False: the run was stopped while this seed searched
 
 
 def margins(logits, labels):
@@ -149,6 +150,25 @@ def search(ctx: JobContext, generator: Generator, classifier, seeds: Seeds, low:
                     "sigma": extent, "fitness": [], "image": None, "genome": None}
     results: dict[int, SeedResult] = {}
     active = [int(s) for s in order]
+    try:
+        _evolve(ctx, generator, classifier, seeds, state, streams, results, active, low, high, p0, budget, d)
+    except Cancelled:  # a stop: the seeds still searching end with what they found so far
+        ctx.keep_what_was_found()
+        for s in order:
+            s = int(s)
+            if s not in results:
+                st = state[s]
+                results[s] = _result(s, seeds, st, found=False, generations=len(st["fitness"]), finished=False)
+        ctx.notice(f"The search was stopped: {sum(r.finished for r in results.values())} of {len(order)} seeds "
+                   "had finished; the others keep the best input found so far, marked unfinished.")
+    ctx.progress(budget, budget, "search finished")
+    return [results[int(s)] for s in order]
+
+
+def _evolve(ctx, generator, classifier, seeds, state, streams, results, active, low, high, p0, budget, d) -> None:
+    """The generations of `search`, for the seeds in `active`, filling `results` as seeds finish."""
+    import torch
+
     for generation in range(1, budget + 1):
         if not active:
             break
@@ -180,9 +200,7 @@ def search(ctx: JobContext, generator: Generator, classifier, seeds: Seeds, low:
             st["population"] = torch.cat([elite, _children(elite, st["sigma"], streams[s], d)]).clamp(low, high)
             st["prev"] = low_m
             still.append(s)
-        active = still
-    ctx.progress(budget, budget, "search finished")
-    return [results[int(s)] for s in order]
+        active[:] = still
 
 
 def _children(elite, sigma: float, stream, d: int):
@@ -218,11 +236,13 @@ def _logits(ctx: JobContext, classifier, images):
     return torch.cat(out)
 
 
-def _result(s: int, seeds: Seeds, st: dict, found: bool, generations: int) -> SeedResult:
-    genome = st["genome"]
+def _result(s: int, seeds: Seeds, st: dict, found: bool, generations: int, finished: bool = True) -> SeedResult:
+    genome, image = st["genome"], st["image"]
+    if genome is None:  # stopped before its first generation was classified: the seed itself is its best
+        genome, image = seeds.genomes[s].copy(), seeds.images[s].copy()
     return SeedResult(s, int(seeds.labels[s]), int(st.get("predicted", seeds.labels[s])), bool(found), generations,
-                      float(st["best"]), list(st["fitness"]), st["image"], genome,
-                      float(np.linalg.norm(genome - seeds.genomes[s])) if genome is not None else 0.0)
+                      float(st["best"]), list(st["fitness"]), image, genome,
+                      float(np.linalg.norm(genome - seeds.genomes[s])), finished)
 
 
 @dataclass

@@ -1,0 +1,223 @@
+"""Generated sets: the latent search's results as a test set, and the generation job that makes one.
+
+A generated set holds, per kept seed of every generator searched, the best input found (the
+misbehaviour, or the closest the search came) with its **intended** label, and these per-input
+columns:
+
+- `generator`, `kind`, `extent` (text), `seed` (the seed's index in its run), `source_index` (the test
+  image a VAE seed encodes, −1 for prior draws), `generations`, `found`, `finished` (False when the
+  run was stopped while the seed searched), `predicted` (the classifier's label of the input),
+  `margin` (its logit margin), `distance` (latent distance travelled);
+- `seed_x` (the seed's decoded image), `genome` and `seed_genome` (NaN-padded to the longest genome
+  of the set; `genome_length` says how many values are the genome's), `fitness` (the best margin
+  after each generation, NaN-padded to the budget);
+- with validators, every proxy's score and verdict (`proxy_…`, see `validity`).
+
+Coverage, FOL, selection, labelling and comparison take it like any other test set. `benchmark_rows`
+gives the GenAI-TIG benchmark's per-seed CSV columns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from workbench.core.errors import WorkbenchError
+from workbench.core.generation.tig import BUDGET, GenerationRun, generate
+from workbench.core.jobs import JobContext
+
+ROLE = "generated"
+#: The benchmark's per-seed CSV columns, then the workbench's own.
+CSV_COLUMNS = ("Filename", "Tool", "Mutation_extent", "Seed", "Iteration", "Found", "Expected_label(X)",
+               "Predicted_label(Y)", "Classification", "Margin", "Latent_distance")
+TOOLS = {"vae": "vae", "gan": "gan", "diffusion": "dm"}
+
+
+@dataclass
+class GenerationResult:
+    """What the generation job hands back: the runs, the generated set's arrays and where it was saved."""
+
+    runs: list
+    arrays: dict
+    name: str = ""
+    saved: bool = False
+    partial: bool = False
+    not_run: list = field(default_factory=list)  # generators a stop left out
+
+    def summary(self) -> list[dict]:
+        return summary_rows(self.arrays, self.runs)
+
+
+def _padded(rows: list, width: int) -> np.ndarray:
+    out = np.full((len(rows), max(width, 1)), np.nan, dtype=np.float32)
+    for i, row in enumerate(rows):
+        row = np.asarray(row, dtype=np.float32).reshape(-1)
+        out[i, :len(row)] = row
+    return out
+
+
+def generated_arrays(runs: list[GenerationRun], budget: int) -> dict[str, np.ndarray]:
+    """The test-set arrays of the module docstring for the runs' searched seeds, generator by generator."""
+    rows = [(run, r) for run in runs for r in run.results]
+    if not rows:
+        return {}
+    images = np.stack([r.best_image for _, r in rows]).astype(np.float32)
+    width = max(len(r.best_genome) for _, r in rows)
+    return {
+        "x": images,
+        "y": np.array([r.label for _, r in rows], dtype=np.int64),
+        "generator": np.array([run.generator for run, _ in rows]),
+        "kind": np.array([run.params.get("kind", "") for run, _ in rows]),
+        "extent": np.array([run.extent for run, _ in rows]),
+        "seed": np.array([r.seed for _, r in rows], dtype=np.int64),
+        "source_index": np.array([run.seeds.source_index[r.seed] for run, r in rows], dtype=np.int64),
+        "generations": np.array([r.generations for _, r in rows], dtype=np.int64),
+        "found": np.array([r.found for _, r in rows], dtype=bool),
+        "finished": np.array([r.finished for _, r in rows], dtype=bool),
+        "predicted": np.array([r.predicted for _, r in rows], dtype=np.int64),
+        "margin": np.array([r.best_margin for _, r in rows], dtype=np.float32),
+        "distance": np.array([r.distance for _, r in rows], dtype=np.float32),
+        "seed_x": np.stack([run.seeds.images[r.seed] for run, r in rows]).astype(np.float32),
+        "genome": _padded([r.best_genome for _, r in rows], width),
+        "seed_genome": _padded([run.seeds.genomes[r.seed] for run, r in rows], width),
+        "genome_length": np.array([len(r.best_genome) for _, r in rows], dtype=np.int64),
+        "fitness": _padded([r.fitness for _, r in rows], budget),
+    }
+
+
+def text_column(column) -> np.ndarray:
+    """A stored text column as str (HDF5 gives bytes back)."""
+    return np.array([v.decode() if isinstance(v, bytes) else str(v) for v in np.asarray(column)])
+
+
+def summary_rows(columns: dict, runs: list[GenerationRun] | None = None) -> list[dict]:
+    """Per generator and extent: seeds tried and kept (with the runs), misbehaviours, mean generations of the
+    misbehaviours, and how many misbehaviours each proxy accepts (proxies, not verdicts of validity)."""
+    if not columns or "generator" not in columns:
+        return []
+    generator, extent = text_column(columns["generator"]), text_column(columns["extent"])
+    found = np.asarray(columns["found"], dtype=bool)
+    tried = {(run.generator, run.extent): (len(run.seeds.labels), int(run.seeds.kept.sum())) for run in runs or []}
+    out = []
+    for key in dict.fromkeys(zip(generator, extent)):
+        mine = (generator == key[0]) & (extent == key[1])
+        hits = mine & found
+        gens = np.asarray(columns["generations"])[hits]
+        row = {"generator": key[0], "extent": key[1], "searched": int(mine.sum()), "misbehaviours": int(hits.sum()),
+               "mean_generations": float(gens.mean()) if len(gens) else None,
+               "unfinished": int((mine & ~np.asarray(columns.get("finished", np.ones_like(found)), bool)).sum())}
+        if key in tried:
+            row["seeds"], row["kept"] = tried[key]
+        if "proxy_selforacle_invalid" in columns:
+            so_ok = ~np.asarray(columns["proxy_selforacle_invalid"], bool)
+            daiv_ok = ~np.asarray(columns["proxy_daiv_invalid"], bool)
+            preserved = text_column(columns["proxy_oracle_verdict"]) == "preserved"
+            row.update({"proxy_selforacle_valid": int((hits & so_ok).sum()),
+                        "proxy_daiv_valid": int((hits & daiv_ok).sum()),
+                        "proxy_both_valid": int((hits & so_ok & daiv_ok).sum()),
+                        "proxy_valid_preserved": int((hits & so_ok & daiv_ok & preserved).sum())})
+        out.append(row)
+    return out
+
+
+def run_generation(ctx: JobContext, generators: list, classifier, dataset, n_seeds: int, extent: str = "high",
+                   budget: int = BUDGET, seed: int = 0, validators=None, name: str = "", project=None,
+                   command: str = "") -> GenerationResult:
+    """The generation job: search each of `generators` ((name, Generator) pairs) from `n_seeds` seeds,
+    judge every result with `validators` (when given), and save the generated set as the test set
+    `name` of `project` (when given). A stop keeps what was found: the run stopped is marked
+    partial and the generators after it are not searched."""
+    if not generators:
+        raise WorkbenchError("No generator was given.", "Choose at least one generator.")
+    test = dataset.splits.get("test")
+    images = test if test is not None and len(test) else dataset.split("train")
+    steps = len(generators) + (1 if validators is not None else 0)
+    runs, not_run = [], []
+    for i, (label, generator) in enumerate(generators):
+        if ctx.stopped_early:
+            not_run.append(label)
+            continue
+        run = generate(ctx.stage(i, steps, label), generator.to(ctx.device), classifier, n_seeds, extent, budget,
+                       seed, images, label)
+        runs.append(run)
+        ctx.partial(run)
+    arrays = generated_arrays(runs, budget)
+    if arrays and validators is not None:
+        judged = validators.to(ctx.device).judge(ctx.stage(steps - 1, steps, "validity proxies"), arrays["x"],
+                                                 arrays["y"])
+        arrays.update(judged)
+    partial = ctx.stopped_early
+    result = GenerationResult(runs, arrays, name, False, partial, not_run)
+    if not_run:
+        ctx.notice(f"Not searched after the stop: {', '.join(not_run)}.")
+    if project is not None and arrays and name:
+        from workbench.core.testsets import save_testset
+
+        save_testset(project, name, arrays, role=ROLE, dataset=_dataset_key(dataset), model=classifier.name,
+                     model_fingerprint=classifier.fingerprint(), partial=partial, not_run=not_run,
+                     runs=[run.params for run in runs], summary=summary_rows(arrays, runs),
+                     validators=str(validators.folder) if validators is not None else "",
+                     validator_card=validators.card.to_dict() if validators is not None else None, command=command)
+        result.saved = True
+    return result
+
+
+def _dataset_key(dataset) -> str:
+    return dataset.recipe.get("name") or dataset.recipe.get("path") or dataset.name
+
+
+def benchmark_rows(testset) -> list[dict]:
+    """The benchmark's per-seed CSV rows (then the proxies' columns) of a generated test set."""
+    c = testset.columns
+    needed = ("generator", "kind", "extent", "seed", "generations", "found", "predicted")
+    missing = [k for k in needed if k not in c]
+    if missing:
+        raise WorkbenchError(f"Test set {testset.name!r} is not a generated set: it has no {', '.join(missing)} column.",
+                             "Export a set made by `workbench generate`.")
+    kinds, generators, extents = text_column(c["kind"]), text_column(c["generator"]), text_column(c["extent"])
+    proxies = [k for k in c if k.startswith("proxy_")]
+    rows = []
+    for i in range(len(testset)):
+        expected, predicted = int(testset.labels[i]), int(c["predicted"][i])
+        tool = TOOLS.get(kinds[i], kinds[i])
+        row = {"Filename": f"{generators[i]}-{extents[i]}-seed{int(c['seed'][i])}.png", "Tool": tool,
+               "Mutation_extent": extents[i], "Seed": int(c["seed"][i]), "Iteration": int(c["generations"][i]),
+               "Found": bool(c["found"][i]), "Expected_label(X)": expected, "Predicted_label(Y)": predicted,
+               "Classification": "misbehaviour" if predicted != expected else "correct",
+               "Margin": float(c["margin"][i]) if "margin" in c else "",
+               "Latent_distance": float(c["distance"][i]) if "distance" in c else ""}
+        for key in proxies:
+            value = c[key][i]
+            row[key] = value.decode() if isinstance(value, bytes) else (bool(value) if isinstance(value, np.bool_)
+                                                                        else value.item() if hasattr(value, "item")
+                                                                        else value)
+        rows.append(row)
+    return rows
+
+
+def export_generated(testset, folder) -> dict:
+    """Write a generated set's per-seed CSV (`records.csv`) and its inputs as PNG files named as the CSV
+    says, into the new or empty `folder`; returns the paths written."""
+    import csv
+    from pathlib import Path
+
+    from PIL import Image
+
+    folder = Path(folder)
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise WorkbenchError(f"{folder} exists and is not an empty folder; it is left as it is.",
+                             "Choose a new folder for the export.")
+    rows = benchmark_rows(testset)
+    folder.mkdir(parents=True, exist_ok=True)
+    fields = list(CSV_COLUMNS) + [k for k in (rows[0] if rows else {}) if k not in CSV_COLUMNS]
+    with open(folder / "records.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    images = testset.numpy()
+    for row, image in zip(rows, images):
+        pixels = np.clip(np.rint(image[0] * 255), 0, 255).astype(np.uint8) if image.shape[0] == 1 else \
+            np.clip(np.rint(np.moveaxis(image, 0, -1) * 255), 0, 255).astype(np.uint8)
+        Image.fromarray(pixels).save(folder / row["Filename"])
+    return {"csv": str(folder / "records.csv"), "images": len(rows), "folder": str(folder)}
