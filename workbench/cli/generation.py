@@ -199,7 +199,7 @@ def cmd_generate(args) -> int:
     if result.saved:
         lines.append(f"Stored as test set {name!r} in {project.folder}.")
     if args.export and result.arrays:
-        testset = from_artifact(project, name, list(dataset.class_names)) if result.saved else _as_testset(result, name)
+        testset = from_artifact(project, name, list(dataset.class_names)) if result.saved else result.testset()
         exported = export_generated(testset, Path(args.export).expanduser())
         lines.append(f"Exported {exported['images']} inputs and {exported['csv']}.")
     emit(args, {"runs": [{**run.summary(), "params": run.params,
@@ -210,14 +210,6 @@ def cmd_generate(args) -> int:
                 "summary": rows, "partial": result.partial, "testset": name if result.saved else None,
                 "export": exported}, "\n".join(lines))
     return 0
-
-
-def _as_testset(result, name: str):
-    from workbench.core.testsets import RESERVED_ARRAYS, Source, TestSet, content_ids
-
-    a = result.arrays
-    columns = {k: v for k, v in a.items() if k not in RESERVED_ARRAYS}
-    return TestSet(name, Source("stored", role="generated"), a["x"], a["y"], content_ids(a["x"]), columns)
 
 
 def cmd_export_generator(args) -> int:

@@ -10,7 +10,7 @@ def add_parsers(sub) -> None:
     gui = sub.add_parser("gui", help="open the GUI (the default)")
     gui.add_argument("--project", metavar="DIR", help="project folder (default: the demo project)")
     gui.add_argument("--view", default=None,
-                     help="view to show first: data, model, training, importance, coverage, robustness")
+                     help="view to show first: data, model, training, importance, coverage, robustness, generators, generation")
     gui.add_argument("--screenshot", metavar="PNG", type=output_file,
                      help="render the window with real data, save it, exit")
     gui.add_argument("--long-jobs", choices=("process", "thread"), default="process",

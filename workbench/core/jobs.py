@@ -118,12 +118,14 @@ class JobContext:
         sub.notices, sub._on_notice = self.notices, self._on_notice  # a sub-step's notice is the job's
         return sub
 
-    def stage(self, index: int, count: int, label: str = "") -> "JobContext":
+    def stage(self, index: int, count: int, label: str = "", partials: bool = False) -> "JobContext":
         """A context for step `index` of `count` steps: its progress fills that slice of this job's bar.
 
-        Partial results of the step are not passed on; the job hands out its own.
+        Partial results of the step are passed on only with `partials`; else the job hands out its own.
         """
         sub = self.quiet()
+        if partials:
+            sub._on_partial = self.partial
 
         def forward(done: int, total: int, message: str) -> None:
             fraction = (index + (min(done / total, 1.0) if total else 1.0)) / count

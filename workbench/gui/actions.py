@@ -53,6 +53,8 @@ ACTIONS: tuple[ActionSpec, ...] = (
                "FOL of attacks, test selection, retraining, convergence and fuzzing (RobOT)"),
     ActionSpec("view_generators", "&Generators", "View", "Ctrl+7",
                "Generative models as test-input search spaces: their cards, samples, latent walks and training"),
+    ActionSpec("view_generation", "Ge&neration", "View", "Ctrl+8",
+               "Search generators' latent spaces for inputs the classifier misbehaves on, with validity proxies"),
     ActionSpec("close_view", "&Close view", "View", "Ctrl+W", "Close the current tab (reopen it from this menu)"),
     ActionSpec("toggle_project_dock", "&Project panel", "View", "Ctrl+Shift+P", checkable=True,
                separator_before=True),

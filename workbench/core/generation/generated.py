@@ -48,6 +48,14 @@ class GenerationResult:
     def summary(self) -> list[dict]:
         return summary_rows(self.arrays, self.runs)
 
+    def testset(self):
+        """The generated set as a `TestSet` (before, or without, saving it in a project)."""
+        from workbench.core.testsets import RESERVED_ARRAYS, Source, TestSet, content_ids
+
+        a = self.arrays
+        return TestSet(self.name, Source("stored", role=ROLE), a["x"], a["y"], content_ids(a["x"]),
+                       {k: v for k, v in a.items() if k not in RESERVED_ARRAYS})
+
 
 def _padded(rows: list, width: int) -> np.ndarray:
     out = np.full((len(rows), max(width, 1)), np.nan, dtype=np.float32)
@@ -138,10 +146,9 @@ def run_generation(ctx: JobContext, generators: list, classifier, dataset, n_see
         if ctx.stopped_early:
             not_run.append(label)
             continue
-        run = generate(ctx.stage(i, steps, label), generator.to(ctx.device), classifier, n_seeds, extent, budget,
-                       seed, images, label)
+        run = generate(ctx.stage(i, steps, label, partials=True), generator.to(ctx.device), classifier, n_seeds,
+                       extent, budget, seed, images, label)
         runs.append(run)
-        ctx.partial(run)
     arrays = generated_arrays(runs, budget)
     if arrays and validators is not None:
         judged = validators.to(ctx.device).judge(ctx.stage(steps - 1, steps, "validity proxies"), arrays["x"],
@@ -161,6 +168,27 @@ def run_generation(ctx: JobContext, generators: list, classifier, dataset, n_see
                      validator_card=validators.card.to_dict() if validators is not None else None, command=command)
         result.saved = True
     return result
+
+
+def generate_from_folders(ctx: JobContext, folders: list, classifier, dataset, n_seeds: int, extent: str = "high",
+                          budget: int = BUDGET, seed: int = 0, proxies: bool = True, validators: str = "",
+                          name: str = "", project=None, command: str = "") -> GenerationResult:
+    """`run_generation` for generator folders (or bundled names) read here, with the validators of
+    folder `validators` (or the dataset's bundled set; none with `proxies` False or when none is
+    bundled, said as a notice): the window's way, which hands the job names, not loaded models."""
+    from workbench.core.generation.storage import load_generator
+    from workbench.core.generation.validators import bundled_validator_folders, load_validators
+
+    ctx.progress(0, 1, "reading the generators")
+    generators = [(label, load_generator(folder, num_classes=dataset.num_classes)) for label, folder in folders]
+    judge = None
+    key = _dataset_key(dataset)
+    if proxies and (validators or key in {f.name for f in bundled_validator_folders()}):
+        judge = load_validators(validators or None, "" if validators else key)
+    elif proxies:
+        ctx.notice(f"No validators are bundled for {key}, so the validity proxies are left out.")
+    return run_generation(ctx, generators, classifier, dataset, n_seeds, extent, budget, seed, judge, name,
+                          project=project, command=command)
 
 
 def _dataset_key(dataset) -> str:

@@ -77,6 +77,9 @@ class SeedResult:
     best_genome: np.ndarray | None = None
     distance: float = 0.0  # ‖best genome − seed genome‖₂
     finished: bool = True  # False: the run was stopped while this seed searched
+    generator: str = ""  # the run's generator, for a partial result shown as it comes
+    seed_image: np.ndarray | None = None
+    steps: list = field(default_factory=list)  # the mutation step σ of each generation's children
 
 
 def margins(logits, labels):
@@ -126,10 +129,10 @@ def draw_seeds(ctx: JobContext, generator: Generator, classifier, n: int, seed: 
 
 
 def search(ctx: JobContext, generator: Generator, classifier, seeds: Seeds, low: float, high: float, extent: float,
-           budget: int = BUDGET, seed: int = 0, which=None) -> list[SeedResult]:
+           budget: int = BUDGET, seed: int = 0, which=None, label: str = "") -> list[SeedResult]:
     """The loop of the module docstring for the kept seeds (or the seeds `which` names), batched
     across seeds; one `SeedResult` per searched seed, in seed order, each also handed out as a
-    partial result when its search ends."""
+    partial result when its search ends (`label` names the generator in them)."""
     import torch
 
     if budget < 1:
@@ -147,7 +150,8 @@ def search(ctx: JobContext, generator: Generator, classifier, seeds: Seeds, low:
         z0 = torch.from_numpy(seeds.genomes[s])
         start = z0 + p0 * torch.randn(POPULATION, d, generator=streams[s])
         state[s] = {"z0": z0, "population": start.clamp(low, high), "prev": float("inf"), "best": float("inf"),
-                    "sigma": extent, "fitness": [], "image": None, "genome": None}
+                    "sigma": extent, "fitness": [], "steps": [], "image": None, "genome": None,
+                    "label": label}
     results: dict[int, SeedResult] = {}
     active = [int(s) for s in order]
     try:
@@ -197,6 +201,7 @@ def _evolve(ctx, generator, classifier, seeds, state, streams, results, active, 
                 continue
             elite = st["population"][order_[:ELITE]]
             st["sigma"] = 2.0 * st["sigma"] if low_m == st["prev"] else p0
+            st["steps"].append(st["sigma"])
             st["population"] = torch.cat([elite, _children(elite, st["sigma"], streams[s], d)]).clamp(low, high)
             st["prev"] = low_m
             still.append(s)
@@ -242,7 +247,8 @@ def _result(s: int, seeds: Seeds, st: dict, found: bool, generations: int, finis
         genome, image = seeds.genomes[s].copy(), seeds.images[s].copy()
     return SeedResult(s, int(seeds.labels[s]), int(st.get("predicted", seeds.labels[s])), bool(found), generations,
                       float(st["best"]), list(st["fitness"]), image, genome,
-                      float(np.linalg.norm(genome - seeds.genomes[s])), finished)
+                      float(np.linalg.norm(genome - seeds.genomes[s])), finished, st.get("label", ""),
+                      seeds.images[s], list(st["steps"]))
 
 
 @dataclass
@@ -278,8 +284,9 @@ def generate(ctx: JobContext, generator: Generator, classifier, n_seeds: int, ex
     if not seeds.kept.any():
         ctx.notice(f"The classifier {classifier.name!r} labels none of the {n_seeds} seed images of "
                    f"{name or generator.kind} as intended, so nothing was searched.")
-    results = search(ctx.stage(1, 2, "search"), generator, classifier, seeds, float(card.latent_range["low"]),
-                     float(card.latent_range["high"]), step, budget, seed)
+    results = search(ctx.stage(1, 2, "search", partials=True), generator, classifier, seeds,
+                     float(card.latent_range["low"]), float(card.latent_range["high"]), step, budget, seed,
+                     label=name or generator.kind)
     params = {"generator": name or generator.kind, "kind": generator.kind, "classifier": classifier.name,
               "classifier_fingerprint": classifier.fingerprint(), "seeds": int(n_seeds), "extent": extent,
               "step": step, "budget": int(budget), "seed": int(seed), "population": POPULATION, "elite": ELITE,

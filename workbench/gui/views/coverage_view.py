@@ -238,8 +238,8 @@ class CoverageView(AnalysisView):
         keys = [c.key for c in self.choices]
         if self.set_keys is None or not any(k in keys for k in self.set_keys):
             self.set_keys = default_sets(self.choices)
-            self.set_keys += [k for k in self._wanted_sets if k in keys and k not in self.set_keys]
-        self._wanted_sets = []
+        self.set_keys += [k for k in self._wanted_sets if k in keys and k not in self.set_keys]
+        self._wanted_sets = [k for k in self._wanted_sets if k not in keys]  # one not listed yet waits
         self.set_keys = [k for k in self.set_keys if k in keys]
         chosen = [next(c for c in self.choices if c.key == k) for k in self.set_keys]
         criteria = tuple(info.name for info in criterion_catalogue() if info.name in self.criteria)
@@ -302,6 +302,15 @@ class CoverageView(AnalysisView):
         """Measure these sets (keys of `choices`), in the order given."""
         self.set_keys = list(dict.fromkeys(keys))
         self.refresh()
+
+    def add_stored_set(self, name: str) -> None:
+        """Measure the project's stored test set `name` beside the sets chosen (once it is listed)."""
+        key = f"stored:{name}"
+        if self.set_keys is None or not any(c.key == key for c in self.choices):
+            self._wanted_sets.append(key)  # taken up when the choices are listed again (a save lists it)
+            self.refresh()
+        elif key not in self.set_keys:
+            self.choose_sets([*self.set_keys, key])
 
     def show_stored(self, how: dict, dataset_spec: str | None) -> None:
         """Measure what a stored coverage result or fit was made of (its provenance `how`): its
