@@ -17,21 +17,39 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 
 from workbench.core.data import Dataset, Split
 from workbench.core.errors import WorkbenchError
 from workbench.core.generation import tig
-from workbench.core.generation.generated import (CSV_COLUMNS, benchmark_rows, export_generated, run_generation,
-                                                 summary_rows, text_column)
+from workbench.core.generation.generated import (
+    CSV_COLUMNS,
+    benchmark_rows,
+    export_generated,
+    run_generation,
+    summary_rows,
+    text_column,
+)
 from workbench.core.generation.registry import create_generator
 from workbench.core.generation.storage import load_generator
 from workbench.core.generation.vae import LOG_2PI, LOGVAR_HIGH, LOGVAR_LOW, VAE
-from workbench.core.generation.validators import (CARD, ORACLE_FILE, Validators, load_validators,
-                                                  train_validators)
-from workbench.core.generation.validity import (MAIN_QUANTILE, QUANTILES, f1_threshold, gamma_thresholds,
-                                                invalid_by_loss, invalid_by_probability, oracle_verdicts,
-                                                reconstruction_loss, reconstruction_probability)
+from workbench.core.generation.validators import (
+    CARD,
+    ORACLE_FILE,
+    Validators,
+    load_validators,
+    train_validators,
+)
+from workbench.core.generation.validity import (
+    MAIN_QUANTILE,
+    QUANTILES,
+    f1_threshold,
+    gamma_thresholds,
+    invalid_by_loss,
+    invalid_by_probability,
+    oracle_verdicts,
+    reconstruction_loss,
+    reconstruction_probability,
+)
 from workbench.core.jobs import JobContext
 
 PROXY_COLUMNS = {"proxy_selforacle_loss", "proxy_selforacle_invalid", "proxy_daiv_probability", "proxy_daiv_invalid",
@@ -53,7 +71,7 @@ def test_gamma_thresholds_recover_a_known_gamma_and_its_quantiles():
         assert tau == pytest.approx(stats.gamma.ppf(q, 3.0, scale=0.1), rel=0.05), q  # the truth's quantile
         assert tau == pytest.approx(stats.gamma.ppf(q, fit["shape"], scale=fit["scale"]), rel=1e-12)
     taus = [fit["thresholds"][f"{q:g}"] for q in QUANTILES]
-    assert all(a < b for a, b in zip(taus, taus[1:]))  # higher quantile, higher threshold
+    assert all(a < b for a, b in itertools.pairwise(taus))  # higher quantile, higher threshold
     # the share of the draws below the 0.9 and 0.99 thresholds is about 0.9 and 0.99
     assert (draws <= fit["thresholds"]["0.9"]).mean() == pytest.approx(0.9, abs=0.01)
     assert (draws <= fit["thresholds"]["0.99"]).mean() == pytest.approx(0.99, abs=0.003)
@@ -92,7 +110,7 @@ def brute_force_candidates(positive, negative) -> list[tuple[float, Fraction, Fr
     exact (tau, F1, precision, recall), in ascending tau."""
     values = sorted(set(positive) | set(negative))
     out = []
-    for a, b in zip(values, values[1:]):
+    for a, b in itertools.pairwise(values):
         tau = (a + b) / 2
         tp = sum(1 for p in positive if p >= tau)
         fp = sum(1 for n in negative if n >= tau)
@@ -165,9 +183,6 @@ def test_f1_threshold_equals_a_brute_force_loop():
     assert unique > 100
 
 
-@pytest.mark.xfail(strict=True, reason="library bug: f1_threshold compares F1 values computed as 2PR/(P+R) in "
-                                       "floating point, so two exactly equal F1s (3/5 & 3/4 vs 1 & 1/2, both 2/3) "
-                                       "differ in the last bit and the tie is not broken to the lowest threshold")
 def test_f1_threshold_an_exact_tie_hidden_by_rounding_takes_the_lowest_threshold():
     # tau 0.5: tp 3, fp 2, fn 1 -> P 3/5, R 3/4, F1 2/3; tau 1.5: tp 2, fp 0, fn 2 -> P 1, R 1/2, F1 2/3
     assert brute_force_f1([0, 1, 2, 2], [0, 0, 1, 1])[:2] == (0.5, Fraction(2, 3))
@@ -382,7 +397,7 @@ def test_train_validators_writes_the_whole_folder(validator_set):
     so = card.selforacle
     assert so["quantile"] == MAIN_QUANTILE and so["n"] == 100 and so["samples"] == 0  # the first half of 200
     taus = [so["thresholds"][f"{q:g}"] for q in QUANTILES]
-    assert np.isfinite(taus).all() and all(a < b for a, b in zip(taus, taus[1:])) and taus[0] > 0
+    assert np.isfinite(taus).all() and all(a < b for a, b in itertools.pairwise(taus)) and taus[0] > 0
     assert math.isfinite(card.daiv["threshold"]) and 0 <= card.daiv["f1"] <= 1
     assert card.daiv["n_positive"] == 100 and card.daiv["n_negative"] == 60  # as many foreign as there are
     assert card.oracle["arch"] == "lenet4" and card.oracle["seed"] == 1 and 0 <= card.oracle["test_accuracy"] <= 1

@@ -169,7 +169,11 @@ def cmd_generate(args) -> int:
               "workbench train-validators and pass --validators DIR).", file=sys.stderr)
     target = ProjectTarget(args.project)
     if args.export:
-        check_creatable(Path(args.export).expanduser())
+        export = Path(args.export).expanduser()
+        check_creatable(export)
+        if export.exists() and (not export.is_dir() or any(export.iterdir())):
+            raise error(f"{export} exists and is not an empty folder; it is left as it is.",
+                        "Choose a new folder for --export.")
     name = args.name or f"generated-{model.name}-{args.extent}"
     project = target.open(key) if target else None
     result, _ = run_job(args, lambda ctx: run_staged(

@@ -10,7 +10,7 @@ columns:
   `margin` (its logit margin), `distance` (latent distance travelled);
 - `seed_x` (the seed's decoded image), `genome` and `seed_genome` (NaN-padded to the longest genome
   of the set; `genome_length` says how many values are the genome's), `fitness` (the best margin
-  after each generation, NaN-padded to the budget);
+  after each generation, NaN-padded to the longest search of the set);
 - with validators, every proxy's score and verdict (`proxy_…`, see `validity`).
 
 Coverage, FOL, selection, labelling and comparison take it like any other test set. `benchmark_rows`
@@ -65,7 +65,7 @@ def _padded(rows: list, width: int) -> np.ndarray:
     return out
 
 
-def generated_arrays(runs: list[GenerationRun], budget: int) -> dict[str, np.ndarray]:
+def generated_arrays(runs: list[GenerationRun]) -> dict[str, np.ndarray]:
     """The test-set arrays of the module docstring for the runs' searched seeds, generator by generator."""
     rows = [(run, r) for run in runs for r in run.results]
     if not rows:
@@ -90,7 +90,7 @@ def generated_arrays(runs: list[GenerationRun], budget: int) -> dict[str, np.nda
         "genome": _padded([r.best_genome for _, r in rows], width),
         "seed_genome": _padded([run.seeds.genomes[r.seed] for run, r in rows], width),
         "genome_length": np.array([len(r.best_genome) for _, r in rows], dtype=np.int64),
-        "fitness": _padded([r.fitness for _, r in rows], budget),
+        "fitness": _padded([r.fitness for _, r in rows], max(len(r.fitness) for _, r in rows)),
     }
 
 
@@ -149,7 +149,7 @@ def run_generation(ctx: JobContext, generators: list, classifier, dataset, n_see
         run = generate(ctx.stage(i, steps, label, partials=True), generator.to(ctx.device), classifier, n_seeds,
                        extent, budget, seed, images, label)
         runs.append(run)
-    arrays = generated_arrays(runs, budget)
+    arrays = generated_arrays(runs)
     if arrays and validators is not None:
         judged = validators.to(ctx.device).judge(ctx.stage(steps - 1, steps, "validity proxies"), arrays["x"],
                                                  arrays["y"])

@@ -142,7 +142,8 @@ def f1_threshold(positive, negative) -> dict:
     fp = len(neg) - np.searchsorted(neg_sorted, candidates, side="left")
     precision = np.where(tp + fp > 0, tp / np.maximum(tp + fp, 1), 0.0)
     recall = tp / len(pos)
-    f1 = np.where(precision + recall > 0, 2 * precision * recall / np.maximum(precision + recall, 1e-300), 0.0)
+    # F1 = 2tp / (2tp + fp + fn): one division of whole numbers, so equal F1s are equal floats and a tie is seen
+    f1 = np.where(tp > 0, 2 * tp / np.maximum(2 * tp + fp + (len(pos) - tp), 1), 0.0)
     best = int(np.flatnonzero(f1 == f1.max())[0])  # candidates ascend: the first is the lowest
     return {"threshold": float(candidates[best]), "f1": float(f1[best]), "precision": float(precision[best]),
             "recall": float(recall[best]), "n_positive": int(len(pos)), "n_negative": int(len(neg))}

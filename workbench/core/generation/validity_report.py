@@ -82,10 +82,10 @@ def judge_testset(ctx: JobContext, project_folder, testset: str, data: str | Non
     from workbench.core.testsets import resolve
 
     project = Project.open(project_folder) if project_folder else None
-    name = data or (project.datasets[0] if project is not None and project.datasets else None)
-    dataset = load_dataset(name, download=download) if name else None
+    # a stored set needs no dataset to be read (its images are in the project): only --data is loaded
+    dataset = load_dataset(data, download=download) if data else None
     chosen = resolve(project, testset, dataset, ctx=ctx, download=download)
-    key = chosen.source.dataset or (name or "")
+    key = chosen.source.dataset or data or (project.datasets[0] if project is not None and project.datasets else "")
     loaded = load_validators(validators, key if not validators else "", device=ctx.device)
     loaded.loss_threshold(quantile)  # an unfitted quantile is refused before the work
     verdicts = loaded.judge(ctx, chosen.numpy(), chosen.labels, quantile)

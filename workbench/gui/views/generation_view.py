@@ -274,7 +274,8 @@ class GenerationView(QWidget):
         job = self.jobs.run(
             "generate", f"Generate tests for {model_name} ({', '.join(n for n, _ in generators)}, {extent})",
             generate_from_folders, generators, bundle.model, data, seeds, extent, budget, rng,
-            self.proxies_box.isChecked(), "", name, lane=LONG, view="generation", project=self.session.project,
+            self.proxies_box.isChecked(), "", name, lane=LONG, view="generation", group="generate",
+            project=self.session.project,
             device=self.device_box.currentData() or "auto", report_errors=False,
             command=f"the Generation view: {len(generators)} generators, {seeds} seeds, {extent}, budget {budget}")
         record = job.record
