@@ -10,7 +10,8 @@ import torch
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.generation.registry import create_generator
-from workbench.core.generation.tig import POPULATION, draw_seeds, extent_of, margins, search
+from workbench.core.generation.objectives import margins
+from workbench.core.generation.tig import POPULATION, draw_seeds, extent_of, search
 from workbench.core.jobs import JobContext
 
 

@@ -29,6 +29,7 @@ from workbench.core.generation.generated import (
     summary_rows,
     text_column,
 )
+from workbench.core.generation.objectives import margins
 from workbench.core.generation.registry import create_generator
 from workbench.core.generation.storage import load_generator
 from workbench.core.generation.vae import LOG_2PI, LOGVAR_HIGH, LOGVAR_LOW, VAE
@@ -623,7 +624,7 @@ def test_the_generated_set_reads_back_as_a_test_set(generated, fashion_tiny, len
     with torch.no_grad():
         logits = lenet5_fashion.module.eval()(torch.from_numpy(testset.numpy()))
     assert c["predicted"].tolist() == logits.argmax(1).tolist()
-    np.testing.assert_allclose(c["margin"], tig.margins(logits, torch.from_numpy(testset.labels)).numpy(),
+    np.testing.assert_allclose(c["margin"], margins(logits, torch.from_numpy(testset.labels)).numpy(),
                                atol=1e-4)
     found = np.asarray(c["found"], bool)
     assert found.tolist() == (c["margin"] < 0).tolist() and (c["predicted"][found] != testset.labels[found]).all()

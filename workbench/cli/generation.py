@@ -50,6 +50,12 @@ def add_parsers(sub) -> None:
     gen.add_argument("--extent", choices=("high", "low"), default="high",
                      help="mutation extent: the latent range / 1000 (high, default) or / 10 000 (low)")
     gen.add_argument("--budget", type=integer(1, 100_000), default=250, help="generations per seed (default 250)")
+    gen.add_argument("--objective", choices=("misbehaviour", "idc", "both"), default="misbehaviour",
+                     help="what a seed's search looks for: a misclassification (the benchmark's, default), an IDC "
+                          "combination the test split leaves uncovered (idc), or both at once")
+    gen.add_argument("--layer", metavar="LAYER", type=text("layer"),
+                     help="the layer of the IDC objective (default: the model's coverage layer)")
+    gen.add_argument("--m", type=integer(1, 64), default=6, help="IDC's m for the IDC objective (default 6)")
     gen.add_argument("--name", metavar="NAME", type=text("test set name"),
                      help="the generated set's name in --project (default: generated-<model>-<extent>)")
     gen.add_argument("--validators", metavar="DIR", type=text("validator folder"),
@@ -178,17 +184,23 @@ def cmd_generate(args) -> int:
     project = target.open(key) if target else None
     result, _ = run_job(args, lambda ctx: run_staged(
         ctx, run_generation, project, generators, model, dataset, args.seeds, args.extent, args.budget, args.seed,
-        validators, name, command=command_line(args)))
+        validators, name, command=command_line(args), objective=args.objective, layer=args.layer, m=args.m))
     rows = result.summary()
     lines = [f"Latent search against {model.name} on {dataset.name}: {args.seeds} seeds per generator, {args.extent} "
-             f"extent, budget {args.budget} generations" + (" (stopped: partial)" if result.partial else "")]
+             f"extent, budget {args.budget} generations, objective {args.objective}"
+             + (" (stopped: partial)" if result.partial else "")]
+    found = "misbehaviours" if args.objective == "misbehaviour" else "successes"
     proxies = validators is not None
-    lines.append(f"{'generator':<26} {'seeds kept':>11} {'misbehaviours':>14} {'mean generations':>17}"
+    idc = args.objective != "misbehaviour"
+    lines.append(f"{'generator':<26} {'seeds kept':>11} {found:>14} {'mean generations':>17}"
+                 + (f" {'new IDC combinations':>21}" if idc else "")
                  + (f" {'proxy-valid (both)':>19} {'+ oracle kept label':>20}" if proxies else ""))
     for row in rows:
         mean = "—" if row["mean_generations"] is None else f"{row['mean_generations']:.1f}"
         kept = f"{row.get('kept', row['searched']):>5} / {row.get('seeds', '?'):<5}"
         line = f"{row['generator']:<26} {kept} {row['misbehaviours']:>8} of {row['searched']:<4} {mean:>12}"
+        if idc:
+            line += f" {row.get('new_combinations', 0):>21}"
         if proxies:
             line += f" {row['proxy_both_valid']:>19} {row['proxy_valid_preserved']:>20}"
         lines.append(line)

@@ -24,6 +24,8 @@ def add_parsers(sub) -> None:
                        help="the oracle classifier's architecture (default lenet4)")
     train.add_argument("--oracle-epochs", type=integer(1, 10_000), default=8, help="the oracle's epochs (default 8)")
     train.add_argument("--full-precision", action="store_true", help="store the VAEs at float32 (default float16)")
+    train.add_argument("--refit", action="store_true",
+                       help="keep the models of the validator set in --out and fit its thresholds again")
     add_loading(train)
     add_common(train)
     train.set_defaults(handler=cmd_train_validators)
@@ -46,7 +48,7 @@ def add_parsers(sub) -> None:
 def cmd_train_validators(args) -> int:
     from workbench.core.dataset_registry import load_dataset
     from workbench.core.generation.training import dataset_spec
-    from workbench.core.generation.validators import REFERENCE_DOMAIN, train_validators
+    from workbench.core.generation.validators import REFERENCE_DOMAIN, refit_validators, train_validators
 
     dataset = load_dataset(args.data, download=args.download)
     reference_name = args.reference or REFERENCE_DOMAIN.get(dataset_spec(dataset))
@@ -55,10 +57,17 @@ def cmd_train_validators(args) -> int:
                     "Name a dataset of another domain with the same image size: --reference NAME.")
     reference = load_dataset(reference_name, download=args.download)
     out = Path(args.out).expanduser()
+    if args.refit:
+        card, _ = run_job(args, lambda ctx: refit_validators(ctx, out, dataset, reference, command_line(args)))
+        return _show_card(args, card, out)
     check_creatable(out)
     card, _ = run_job(args, lambda ctx: train_validators(
         ctx, dataset, reference, out, epochs=args.epochs, oracle_arch=args.oracle_arch,
         oracle_epochs=args.oracle_epochs, seed=args.seed, half=not args.full_precision, command=command_line(args)))
+    return _show_card(args, card, out)
+
+
+def _show_card(args, card, out: Path) -> int:
     lines = [f"Validity proxies for {card.dataset} (proxies, not verdicts of validity), in {out}:"]
     lines += [f"  {label}: {value}" for label, value in card.summary()]
     emit(args, {**card.to_dict(), "path": str(out)}, "\n".join(lines))

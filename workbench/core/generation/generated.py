@@ -5,9 +5,11 @@ misbehaviour, or the closest the search came) with its **intended** label, and t
 columns:
 
 - `generator`, `kind`, `extent` (text), `seed` (the seed's index in its run), `source_index` (the test
-  image a VAE seed encodes, −1 for prior draws), `generations`, `found`, `finished` (False when the
-  run was stopped while the seed searched), `predicted` (the classifier's label of the input),
-  `margin` (its logit margin), `distance` (latent distance travelled);
+  image a VAE seed encodes, −1 for prior draws), `objective`, `generations`, `found` (the objective's
+  success: a misbehaviour, or a new IDC combination), `finished` (False when the run was stopped while
+  the seed searched), `predicted` (the classifier's label of the input), `margin` (its logit margin),
+  `idc_code` (its IDC combination under an IDC objective, else −1), `distance` (latent distance
+  travelled);
 - `seed_x` (the seed's decoded image), `genome` and `seed_genome` (NaN-padded to the longest genome
   of the set; `genome_length` says how many values are the genome's), `fitness` (the best margin
   after each generation, NaN-padded to the longest search of the set);
@@ -84,7 +86,9 @@ def generated_arrays(runs: list[GenerationRun]) -> dict[str, np.ndarray]:
         "found": np.array([r.found for _, r in rows], dtype=bool),
         "finished": np.array([r.finished for _, r in rows], dtype=bool),
         "predicted": np.array([r.predicted for _, r in rows], dtype=np.int64),
-        "margin": np.array([r.best_margin for _, r in rows], dtype=np.float32),
+        "margin": np.array([r.margin for _, r in rows], dtype=np.float32),
+        "objective": np.array([run.params.get("objective", "misbehaviour") for run, _ in rows]),
+        "idc_code": np.array([r.code for _, r in rows], dtype=np.int64),
         "distance": np.array([r.distance for _, r in rows], dtype=np.float32),
         "seed_x": np.stack([run.seeds.images[r.seed] for run, r in rows]).astype(np.float32),
         "genome": _padded([r.best_genome for _, r in rows], width),
@@ -117,6 +121,8 @@ def summary_rows(columns: dict, runs: list[GenerationRun] | None = None) -> list
                "unfinished": int((mine & ~np.asarray(columns.get("finished", np.ones_like(found)), bool)).sum())}
         if key in tried:
             row["seeds"], row["kept"] = tried[key]
+        if "objective" in columns and {"idc", "both"} & set(text_column(columns["objective"])[mine].tolist()):
+            row["new_combinations"] = int(len(np.unique(np.asarray(columns["idc_code"])[hits])))
         if "proxy_selforacle_invalid" in columns:
             so_ok = ~np.asarray(columns["proxy_selforacle_invalid"], bool)
             daiv_ok = ~np.asarray(columns["proxy_daiv_invalid"], bool)
@@ -131,23 +137,32 @@ def summary_rows(columns: dict, runs: list[GenerationRun] | None = None) -> list
 
 def run_generation(ctx: JobContext, generators: list, classifier, dataset, n_seeds: int, extent: str = "high",
                    budget: int = BUDGET, seed: int = 0, validators=None, name: str = "", project=None,
-                   command: str = "") -> GenerationResult:
-    """The generation job: search each of `generators` ((name, Generator) pairs) from `n_seeds` seeds,
-    judge every result with `validators` (when given), and save the generated set as the test set
-    `name` of `project` (when given). A stop keeps what was found: the run stopped is marked
-    partial and the generators after it are not searched."""
+                   command: str = "", objective: str = "misbehaviour", layer: str | None = None,
+                   m: int = 6) -> GenerationResult:
+    """The generation job: search each of `generators` ((name, Generator) pairs) from `n_seeds` seeds
+    for `objective` ("misbehaviour", or "idc" / "both" with IDC of `layer` and `m` fitted on the
+    dataset, its test split the reference), judge every result with `validators` (when given), and
+    save the generated set as the test set `name` of `project` (when given). A stop keeps what was
+    found: the run stopped is marked partial and the generators after it are not searched."""
     if not generators:
         raise WorkbenchError("No generator was given.", "Choose at least one generator.")
+    from workbench.core.generation.objectives import OBJECTIVES, Misbehaviour, idc_objective
+
+    if objective not in OBJECTIVES:
+        raise WorkbenchError(f"Unknown objective {objective!r}.", f"Use one of {', '.join(OBJECTIVES)}.")
     test = dataset.splits.get("test")
     images = test if test is not None and len(test) else dataset.split("train")
-    steps = len(generators) + (1 if validators is not None else 0)
+    setup = objective != "misbehaviour"
+    steps = len(generators) + (1 if validators is not None else 0) + setup
+    goal = idc_objective(ctx.stage(0, steps, "IDC of the reference set"), classifier, dataset, layer, m,
+                         misbehave=objective == "both", seed=seed) if setup else Misbehaviour()
     runs, not_run = [], []
     for i, (label, generator) in enumerate(generators):
         if ctx.stopped_early:
             not_run.append(label)
             continue
-        run = generate(ctx.stage(i, steps, label, partials=True), generator.to(ctx.device), classifier, n_seeds,
-                       extent, budget, seed, images, label)
+        run = generate(ctx.stage(i + setup, steps, label, partials=True), generator.to(ctx.device), classifier,
+                       n_seeds, extent, budget, seed, images, label, objective=goal)
         runs.append(run)
     arrays = generated_arrays(runs)
     if arrays and validators is not None:
@@ -172,7 +187,8 @@ def run_generation(ctx: JobContext, generators: list, classifier, dataset, n_see
 
 def generate_from_folders(ctx: JobContext, folders: list, classifier, dataset, n_seeds: int, extent: str = "high",
                           budget: int = BUDGET, seed: int = 0, proxies: bool = True, validators: str = "",
-                          name: str = "", project=None, command: str = "") -> GenerationResult:
+                          name: str = "", project=None, command: str = "", objective: str = "misbehaviour",
+                          layer: str | None = None, m: int = 6) -> GenerationResult:
     """`run_generation` for generator folders (or bundled names) read here, with the validators of
     folder `validators` (or the dataset's bundled set; none with `proxies` False or when none is
     bundled, said as a notice): the window's way, which hands the job names, not loaded models."""
@@ -188,7 +204,7 @@ def generate_from_folders(ctx: JobContext, folders: list, classifier, dataset, n
     elif proxies:
         ctx.notice(f"No validators are bundled for {key}, so the validity proxies are left out.")
     return run_generation(ctx, generators, classifier, dataset, n_seeds, extent, budget, seed, judge, name,
-                          project=project, command=command)
+                          project=project, command=command, objective=objective, layer=layer, m=m)
 
 
 def _dataset_key(dataset) -> str:

@@ -40,6 +40,7 @@ import numpy as np
 
 from workbench.core.errors import Cancelled, WorkbenchError
 from workbench.core.generation.assessment import classify, decode_in_batches, draw_indices, encode_in_batches
+from workbench.core.generation.objectives import Misbehaviour
 from workbench.core.generation.protocol import Generator, check_fits
 from workbench.core.jobs import JobContext
 
@@ -71,7 +72,7 @@ class SeedResult:
     predicted: int  # the classifier's label for the best image
     found: bool  # a misbehaviour: the best image is classified as another class
     generations: int  # generations used (1-based stop generation, or the budget)
-    best_margin: float
+    best_margin: float  # the best fitness: the logit margin under the benchmark's objective
     fitness: list = field(default_factory=list)  # the best margin after each generation
     best_image: np.ndarray | None = None
     best_genome: np.ndarray | None = None
@@ -80,14 +81,8 @@ class SeedResult:
     generator: str = ""  # the run's generator, for a partial result shown as it comes
     seed_image: np.ndarray | None = None
     steps: list = field(default_factory=list)  # the mutation step σ of each generation's children
-
-
-def margins(logits, labels):
-    """ℓ_y − max_{c≠y} ℓ_c per row, vectorised (negative: the classifier predicts another class)."""
-    own = logits.gather(1, labels[:, None]).squeeze(1)
-    others = logits.clone()
-    others.scatter_(1, labels[:, None], float("-inf"))
-    return own - others.max(dim=1).values
+    margin: float = float("nan")  # the classifier's logit margin of the best input
+    code: int = -1  # its IDC combination, when the objective reads one
 
 
 def extent_of(latent_range: dict, extent: str) -> float:
@@ -129,10 +124,11 @@ def draw_seeds(ctx: JobContext, generator: Generator, classifier, n: int, seed: 
 
 
 def search(ctx: JobContext, generator: Generator, classifier, seeds: Seeds, low: float, high: float, extent: float,
-           budget: int = BUDGET, seed: int = 0, which=None, label: str = "") -> list[SeedResult]:
+           budget: int = BUDGET, seed: int = 0, which=None, label: str = "", objective=None) -> list[SeedResult]:
     """The loop of the module docstring for the kept seeds (or the seeds `which` names), batched
     across seeds; one `SeedResult` per searched seed, in seed order, each also handed out as a
-    partial result when its search ends (`label` names the generator in them)."""
+    partial result when its search ends (`label` names the generator in them). `objective` (see
+    `objectives`) is the benchmark's misbehaviour objective unless another is given."""
     import torch
 
     if budget < 1:
@@ -140,6 +136,7 @@ def search(ctx: JobContext, generator: Generator, classifier, seeds: Seeds, low:
                              "Give --budget 1 or more (the benchmark: 250).")
     if not extent > 0:
         raise WorkbenchError(f"The mutation extent must be positive (got {extent}).", "Use the high or low extent.")
+    objective = objective or Misbehaviour()
     order = np.flatnonzero(seeds.kept) if which is None else np.asarray(which, dtype=np.int64)
     d = seeds.genomes.shape[1]
     p0 = 2.0 * extent
@@ -151,11 +148,12 @@ def search(ctx: JobContext, generator: Generator, classifier, seeds: Seeds, low:
         start = z0 + p0 * torch.randn(POPULATION, d, generator=streams[s])
         state[s] = {"z0": z0, "population": start.clamp(low, high), "prev": float("inf"), "best": float("inf"),
                     "sigma": extent, "fitness": [], "steps": [], "image": None, "genome": None,
-                    "label": label}
+                    "label": label, "hit": False}
     results: dict[int, SeedResult] = {}
     active = [int(s) for s in order]
     try:
-        _evolve(ctx, generator, classifier, seeds, state, streams, results, active, low, high, p0, budget, d)
+        _evolve(ctx, generator, classifier, objective, seeds, state, streams, results, active, low, high, p0, budget,
+                d)
     except Cancelled:  # a stop: the seeds still searching end with what they found so far
         ctx.keep_what_was_found()
         for s in order:
@@ -169,7 +167,8 @@ def search(ctx: JobContext, generator: Generator, classifier, seeds: Seeds, low:
     return [results[int(s)] for s in order]
 
 
-def _evolve(ctx, generator, classifier, seeds, state, streams, results, active, low, high, p0, budget, d) -> None:
+def _evolve(ctx, generator, classifier, objective, seeds, state, streams, results, active, low, high, p0, budget,
+            d) -> None:
     """The generations of `search`, for the seeds in `active`, filling `results` as seeds finish."""
     import torch
 
@@ -181,22 +180,26 @@ def _evolve(ctx, generator, classifier, seeds, state, streams, results, active, 
         y = torch.from_numpy(np.repeat(seeds.labels[active], POPULATION))
         with torch.inference_mode():
             images = decode_in_batches(ctx.quiet(), generator, z, y if generator.conditional else None)
-            scores = _logits(ctx, classifier, images)
-            m = margins(scores, y.to(scores.device)).cpu()
+            scores = objective.evaluate(ctx, classifier, images, y)
         still = []
         for i, s in enumerate(active):
             st = state[s]
-            mine = m[i * POPULATION:(i + 1) * POPULATION]
-            order_ = torch.argsort(mine, stable=True)
-            low_m = float(mine[order_[0]])
-            if low_m < st["best"]:
-                st["best"] = low_m
-                st["image"] = images[i * POPULATION + int(order_[0])].numpy().copy()
-                st["genome"] = st["population"][int(order_[0])].numpy().copy()
-                st["predicted"] = int(scores[i * POPULATION + int(order_[0])].argmax())
+            part = slice(i * POPULATION, (i + 1) * POPULATION)
+            mine, hits = scores.fitness[part], scores.success[part]
+            order_ = torch.argsort(mine, stable=True)  # by fitness, successes first (for the margin: the same)
+            order_ = order_[torch.argsort((~hits[order_]).to(torch.uint8), stable=True)]
+            first = int(order_[0])
+            low_m, hit = float(mine[first]), bool(hits[first])
+            if (not hit, low_m) < (not st["hit"], st["best"]):
+                st["best"], st["hit"] = low_m, hit
+                st["image"] = images[part][first].numpy().copy()
+                st["genome"] = st["population"][first].numpy().copy()
+                st["predicted"] = int(scores.predicted[part][first])
+                st["margin"] = float(scores.margin[part][first])
+                st["code"] = int(scores.code[part][first]) if scores.code is not None else -1
             st["fitness"].append(st["best"])
-            if low_m < 0 or generation == budget:
-                results[s] = _result(s, seeds, st, found=low_m < 0, generations=generation)
+            if hit or generation == budget:
+                results[s] = _result(s, seeds, st, found=hit, generations=generation)
                 ctx.partial(results[s])
                 continue
             elite = st["population"][order_[:ELITE]]
@@ -222,25 +225,6 @@ def _children(elite, sigma: float, stream, d: int):
     return children + sigma * torch.randn(count, d, generator=stream)
 
 
-def _logits(ctx: JobContext, classifier, images):
-    import torch
-
-    from workbench.core.training import check_scores
-
-    module = classifier.module.to(ctx.device).eval()
-    out = []
-    for start in range(0, len(images), 2500):
-        ctx.check()
-        batch = images[start:start + 2500]
-        logits = module(batch.to(ctx.device))
-        check_scores(classifier, logits, len(batch))
-        if not torch.isfinite(logits).all():
-            raise WorkbenchError(f"The classifier {classifier.name!r} returned NaN or infinite scores on generated "
-                                 "images.", "Check the classifier and the generator's latent range.")
-        out.append(logits.float())
-    return torch.cat(out)
-
-
 def _result(s: int, seeds: Seeds, st: dict, found: bool, generations: int, finished: bool = True) -> SeedResult:
     genome, image = st["genome"], st["image"]
     if genome is None:  # stopped before its first generation was classified: the seed itself is its best
@@ -248,7 +232,8 @@ def _result(s: int, seeds: Seeds, st: dict, found: bool, generations: int, finis
     return SeedResult(s, int(seeds.labels[s]), int(st.get("predicted", seeds.labels[s])), bool(found), generations,
                       float(st["best"]), list(st["fitness"]), image, genome,
                       float(np.linalg.norm(genome - seeds.genomes[s])), finished, st.get("label", ""),
-                      seeds.images[s], list(st["steps"]))
+                      seeds.images[s], list(st["steps"]), float(st.get("margin", float("nan"))),
+                      int(st.get("code", -1)))
 
 
 @dataclass
@@ -272,9 +257,11 @@ class GenerationRun:
 
 
 def generate(ctx: JobContext, generator: Generator, classifier, n_seeds: int, extent: str = "high",
-             budget: int = BUDGET, seed: int = 0, images=None, name: str = "") -> GenerationRun:
+             budget: int = BUDGET, seed: int = 0, images=None, name: str = "", objective=None) -> GenerationRun:
     """Draw `n_seeds` seeds and search the latent space from every kept one (the module docstring),
-    with the extent and clamp bounds of the generator's card."""
+    with the extent and clamp bounds of the generator's card, for `objective` (the benchmark's
+    misbehaviour objective when None)."""
+    objective = objective or Misbehaviour()
     card = generator.card
     if card is None or not card.latent_range:
         raise WorkbenchError(f"The generator {name or generator.kind!r} has no measured latent range on its card.",
@@ -286,8 +273,8 @@ def generate(ctx: JobContext, generator: Generator, classifier, n_seeds: int, ex
                    f"{name or generator.kind} as intended, so nothing was searched.")
     results = search(ctx.stage(1, 2, "search", partials=True), generator, classifier, seeds,
                      float(card.latent_range["low"]), float(card.latent_range["high"]), step, budget, seed,
-                     label=name or generator.kind)
-    params = {"generator": name or generator.kind, "kind": generator.kind, "classifier": classifier.name,
+                     label=name or generator.kind, objective=objective)
+    params = {**objective.describe(), "generator": name or generator.kind, "kind": generator.kind, "classifier": classifier.name,
               "classifier_fingerprint": classifier.fingerprint(), "seeds": int(n_seeds), "extent": extent,
               "step": step, "budget": int(budget), "seed": int(seed), "population": POPULATION, "elite": ELITE,
               "low": float(card.latent_range["low"]), "high": float(card.latent_range["high"])}

@@ -251,8 +251,7 @@ def train_validators(ctx: JobContext, dataset, reference, out, *, epochs: int = 
     if tuple(reference.image_shape) != tuple(dataset.image_shape):
         raise WorkbenchError(f"The reference domain {reference.name} has images of another shape than {dataset.name}.",
                              "Choose a reference dataset of the same image size.")
-    test = dataset.splits.get("test")
-    if test is None or len(test) < 20:
+    if dataset.splits.get("test") is None or len(dataset.splits["test"]) < 20:
         raise WorkbenchError(f"{dataset.name} needs a test split of at least 20 images for the thresholds.",
                              "Choose a dataset with a test split.")
     key, ref_key = dataset_spec(dataset), dataset_spec(reference)
@@ -272,39 +271,70 @@ def train_validators(ctx: JobContext, dataset, reference, out, *, epochs: int = 
                                              tmp / ORACLE_FILE, name=f"oracle-{oracle_arch}-{key}",
                                              epochs=oracle_epochs, seed=seed + 1, command=command)
         shutil.rmtree(work)
-        fit = ctx.stage(3, 4, "thresholds")
-        order = np.random.default_rng(seed).permutation(len(test))
-        fit_part, check_part = np.sort(order[:len(order) // 2]), np.sort(order[len(order) // 2:])
-        fit_images, check_images = test.numpy(fit_part), test.numpy(check_part)
-        foreign_split = reference.splits.get("test")
-        foreign = (foreign_split if foreign_split is not None and len(foreign_split) else reference.split("train")).numpy()
-        so_fit = reconstruction_loss(fit, vaes["selforacle"], fit_images, samples, seed)
-        gamma = gamma_thresholds(so_fit)
-        daiv_fit = reconstruction_probability(fit, vaes["daiv"], fit_images, use_mean, seed)
-        daiv_foreign = reconstruction_probability(fit, vaes["daiv"], foreign, use_mean, seed)
-        # as many foreign images as nominal ones (a seeded draw), so the F1 weighs the two domains alike
-        balanced = np.random.default_rng(seed + 1).permutation(len(foreign))[:len(fit_part)]
-        f1 = f1_threshold(daiv_fit, daiv_foreign[balanced])
-        main = gamma["thresholds"][quantile_key(MAIN_QUANTILE)]
-        checks = {}
-        for label, images in (("nominal", check_images), ("foreign", foreign)):
-            loss = reconstruction_loss(fit, vaes["selforacle"], images, samples, seed)
-            prob = daiv_foreign if label == "foreign" else reconstruction_probability(fit, vaes["daiv"], images,
-                                                                                      use_mean, seed)
-            checks[label] = {"n": int(len(images)), "selforacle": float(invalid_by_loss(loss, main).mean()),
-                             "daiv": float(invalid_by_probability(prob, f1["threshold"]).mean()),
-                             "selforacle_by_quantile": {k: float(invalid_by_loss(loss, t).mean())
-                                                        for k, t in gamma["thresholds"].items()}}
+        selforacle, daiv, checks = fit_thresholds(ctx.stage(3, 4, "thresholds"), vaes["selforacle"], vaes["daiv"],
+                                                  dataset, reference, seed, samples, use_mean)
         card = ValidatorCard(
             dataset=key, reference=ref_key, seed=int(seed),
-            selforacle={**gamma, "quantile": MAIN_QUANTILE, "samples": int(samples), "fitted_on":
-                        f"{len(fit_part)} of the {key} test images (shuffled with seed {seed}, first half)"},
-            daiv={**f1, "use_mean": bool(use_mean), "fitted_on": f"the same {len(fit_part)} {key} test images "
-                                                                 f"against as many {ref_key} images"},
+            selforacle=selforacle, daiv=daiv,
             oracle={"name": oracle_card["name"], "arch": oracle_arch, "test_accuracy": float(oracle_card["test_accuracy"]),
                     "epochs": int(oracle_epochs), "seed": int(seed + 1), "threshold": ORACLE_THRESHOLD},
             checks=checks, command=command, created=time.strftime("%Y-%m-%dT%H:%M:%S"),
             seconds=round(time.perf_counter() - started, 1), versions=library_versions())
         write_json(tmp / CARD, {"format": FORMAT, "version": VERSION, "card": card.to_dict()}, backup=False)
         del oracle
+    return card
+
+
+def fit_thresholds(ctx: JobContext, selforacle, daiv, dataset, reference, seed: int = 0, samples: int = 0,
+                   use_mean: bool = False) -> tuple[dict, dict, dict]:
+    """The thresholds of the module docstring and their checks: (SelfOracle's gamma fit, DAIV's F1
+    threshold, the rejection rates on held-out nominal and on foreign images)."""
+    from workbench.core.generation.training import dataset_spec
+
+    key, ref_key = dataset_spec(dataset), dataset_spec(reference)
+    test = dataset.splits.get("test")
+    order = np.random.default_rng(seed).permutation(len(test))
+    fit_part, check_part = np.sort(order[:len(order) // 2]), np.sort(order[len(order) // 2:])
+    fit_images, check_images = test.numpy(fit_part), test.numpy(check_part)
+    foreign_split = reference.splits.get("test")
+    foreign = (foreign_split if foreign_split is not None and len(foreign_split) else reference.split("train")).numpy()
+    gamma = gamma_thresholds(reconstruction_loss(ctx, selforacle, fit_images, samples, seed))
+    daiv_fit = reconstruction_probability(ctx, daiv, fit_images, use_mean, seed)
+    daiv_foreign = reconstruction_probability(ctx, daiv, foreign, use_mean, seed)
+    # as many images of each domain (seeded draws from the larger), so the F1 weighs the two alike
+    n = min(len(daiv_fit), len(daiv_foreign))
+    nominal_pick = np.random.default_rng(seed + 2).permutation(len(daiv_fit))[:n] if n < len(daiv_fit) else \
+        np.arange(n)
+    foreign_pick = np.random.default_rng(seed + 1).permutation(len(daiv_foreign))[:n]
+    f1 = f1_threshold(daiv_fit[nominal_pick], daiv_foreign[foreign_pick])
+    main = gamma["thresholds"][quantile_key(MAIN_QUANTILE)]
+    checks = {}
+    for label, images in (("nominal", check_images), ("foreign", foreign)):
+        loss = reconstruction_loss(ctx, selforacle, images, samples, seed)
+        prob = daiv_foreign if label == "foreign" else reconstruction_probability(ctx, daiv, images, use_mean, seed)
+        checks[label] = {"n": int(len(images)), "selforacle": float(invalid_by_loss(loss, main).mean()),
+                         "daiv": float(invalid_by_probability(prob, f1["threshold"]).mean()),
+                         "selforacle_by_quantile": {k: float(invalid_by_loss(loss, t).mean())
+                                                    for k, t in gamma["thresholds"].items()}}
+    selforacle_fit = {**gamma, "quantile": MAIN_QUANTILE, "samples": int(samples),
+                      "fitted_on": f"{len(fit_part)} of the {key} test images (shuffled with seed {seed}, first half)"}
+    daiv_fitted = {**f1, "use_mean": bool(use_mean),
+                   "fitted_on": f"{n} of those {key} test images against {n} {ref_key} images"}
+    return selforacle_fit, daiv_fitted, checks
+
+
+def refit_validators(ctx: JobContext, folder, dataset, reference, command: str = "") -> ValidatorCard:
+    """Fit the thresholds of the validator set in `folder` again (against `reference`), keeping its models;
+    the card is replaced atomically."""
+    from workbench.core.generation.training import dataset_spec
+    from workbench.core.store import write_json
+
+    validators = load_validators(folder, dataset_spec(dataset), device=ctx.device)
+    card = validators.card
+    card.selforacle, card.daiv, card.checks = fit_thresholds(
+        ctx, validators.selforacle, validators.daiv, dataset, reference, card.seed,
+        int(card.selforacle.get("samples", 0)), bool(card.daiv.get("use_mean", False)))
+    card.reference = dataset_spec(reference)
+    card.command = (card.command + "; " if card.command else "") + f"thresholds fitted again: {command}"
+    write_json(Path(folder) / CARD, {"format": FORMAT, "version": VERSION, "card": card.to_dict()}, backup=False)
     return card
