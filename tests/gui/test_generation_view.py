@@ -67,7 +67,7 @@ def test_a_run_fills_the_gallery_and_table_as_the_core_job_does(qtbot, settled_w
     rows = result.summary()
     for r, row in enumerate(rows):
         assert view.table.item(r, 0).text() == row["generator"]
-        assert view.table.item(r, 3).text() == f"{row['misbehaviours']} of {row['searched']}"
+        assert view.table.item(r, 3).text() == f"{row['found']} of {row['searched']}"
     # Misbehaviours only.
     view.found_only_box.setChecked(True)
     assert len(view.gallery.pairs) == int(np.sum(result.arrays["found"]))
@@ -111,3 +111,12 @@ def test_stop_keeps_what_was_found_marked_partial(qtbot, settled_window):
     stored = window.session.project.load_artifact("generated-stopped", kind="testset")
     assert stored.provenance["partial"] is True
     qtbot.waitUntil(window.runner.is_idle, timeout=TIMEOUT_MS)
+    # Opened again (a new session), the view shows the set saved last, read from the project.
+    shown = len(view.gallery.pairs)
+    view.result = None
+    view.gallery.clear()
+    view.table.setRowCount(0)
+    view.show_latest()
+    qtbot.waitUntil(lambda: view.result is not None, timeout=TIMEOUT_MS)
+    assert view.result.name == "generated-stopped" and view.result.partial and len(view.gallery.pairs) == shown
+    assert view.table.rowCount() == 1 and "saved last" in view.status.text()

@@ -198,7 +198,7 @@ def cmd_generate(args) -> int:
     for row in rows:
         mean = "—" if row["mean_generations"] is None else f"{row['mean_generations']:.1f}"
         kept = f"{row.get('kept', row['searched']):>5} / {row.get('seeds', '?'):<5}"
-        line = f"{row['generator']:<26} {kept} {row['misbehaviours']:>8} of {row['searched']:<4} {mean:>12}"
+        line = f"{row['generator']:<26} {kept} {row['found']:>8} of {row['searched']:<4} {mean:>12}"
         if idc:
             line += f" {row.get('new_combinations', 0):>21}"
         if proxies:

@@ -46,8 +46,11 @@ class GenerationResult:
     saved: bool = False
     partial: bool = False
     not_run: list = field(default_factory=list)  # generators a stop left out
+    stored_summary: list | None = None  # a set read back from a project: the summary saved with it
 
     def summary(self) -> list[dict]:
+        if self.stored_summary is not None and not self.runs:
+            return [dict(row) for row in self.stored_summary]
         return summary_rows(self.arrays, self.runs)
 
     def testset(self):
@@ -104,8 +107,11 @@ def text_column(column) -> np.ndarray:
 
 
 def summary_rows(columns: dict, runs: list[GenerationRun] | None = None) -> list[dict]:
-    """Per generator and extent: seeds tried and kept (with the runs), misbehaviours, mean generations of the
-    misbehaviours, and how many misbehaviours each proxy accepts (proxies, not verdicts of validity)."""
+    """Per generator and extent: seeds tried and kept (with the runs), seeds whose search succeeded
+    (`found`: a misbehaviour, or a new IDC combination under an IDC objective) and the mean generations
+    they took, misbehaviours among the inputs (the same count under the benchmark's objective), the
+    distinct new IDC combinations reached, and how many successes each proxy accepts (proxies, not
+    verdicts of validity)."""
     if not columns or "generator" not in columns:
         return []
     generator, extent = text_column(columns["generator"]), text_column(columns["extent"])
@@ -116,7 +122,9 @@ def summary_rows(columns: dict, runs: list[GenerationRun] | None = None) -> list
         mine = (generator == key[0]) & (extent == key[1])
         hits = mine & found
         gens = np.asarray(columns["generations"])[hits]
-        row = {"generator": key[0], "extent": key[1], "searched": int(mine.sum()), "misbehaviours": int(hits.sum()),
+        wrong = mine & (np.asarray(columns["predicted"]) != np.asarray(columns["y"])) if "y" in columns else hits
+        row = {"generator": key[0], "extent": key[1], "searched": int(mine.sum()), "found": int(hits.sum()),
+               "misbehaviours": int(wrong.sum()),
                "mean_generations": float(gens.mean()) if len(gens) else None,
                "unfinished": int((mine & ~np.asarray(columns.get("finished", np.ones_like(found)), bool)).sum())}
         if key in tried:
@@ -209,6 +217,33 @@ def generate_from_folders(ctx: JobContext, folders: list, classifier, dataset, n
 
 def _dataset_key(dataset) -> str:
     return dataset.recipe.get("name") or dataset.recipe.get("path") or dataset.name
+
+
+def latest_generated(project) -> str | None:
+    """The name of the generated set saved last in `project` (None if it has none)."""
+    from workbench.core.testsets import list_testsets
+
+    names = [info.name for info in list_testsets(project) if info.source.role == ROLE and not info.problem]
+    return names[-1] if names else None
+
+
+def load_generated(ctx: JobContext, project, name: str) -> GenerationResult:
+    """A generated set of `project` read back as the generation job handed it out (its runs' seeds are
+    not stored: the summary saved with it stands for them)."""
+    ctx.progress(0, 1, f"reading generated set {name}")
+    artifact = project.load_artifact(name, kind="testset")
+    how = artifact.provenance
+    if how.get("role") != ROLE:
+        raise WorkbenchError(f"Test set {name!r} is not a generated set.", "Choose a set made by a latent search.")
+    arrays = {key: artifact[key] for key in artifact.names}
+    missing = [k for k in ("x", "y", "generator", "extent", "seed", "found", "predicted", "seed_x", "fitness")
+               if k not in arrays]
+    if missing:
+        raise WorkbenchError(f"Generated set {name!r} lacks {', '.join(missing)}.", "Generate it again.")
+    summary = how.get("summary") if isinstance(how.get("summary"), list) else None
+    ctx.progress(1, 1, "read")
+    return GenerationResult([], arrays, name, True, bool(how.get("partial")), list(how.get("not_run") or []),
+                            summary or summary_rows(arrays))
 
 
 def benchmark_rows(testset) -> list[dict]:

@@ -21,10 +21,11 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, Q
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.generation import storage
-from workbench.core.generation.generated import generate_from_folders, summary_rows, text_column
+from workbench.core.generation.generated import (generate_from_folders, latest_generated, load_generated,
+                                                 summary_rows, text_column)
 from workbench.core.generation.tig import BUDGET
 from workbench.gui.errors import report_error
-from workbench.gui.jobs import LONG
+from workbench.gui.jobs import IO, LONG
 from workbench.gui.keyed_jobs import KeyedJobs
 from workbench.gui.selection import Selection
 from workbench.gui.session import Session
@@ -33,8 +34,13 @@ from workbench.gui.widgets.empty_state import keep_space_when_hidden
 from workbench.gui.widgets.export import announce_export, save_pixmap
 from workbench.gui.widgets.pair_gallery import Pair, PairGallery
 
-SUMMARY_COLUMNS = ("Generator", "Extent", "Seeds kept", "Misbehaviours", "Mean generations",
-                   "Proxy-valid (both)", "+ oracle kept label", "Unfinished")
+SUMMARY_COLUMNS = ("Generator", "Extent", "Kept", "Found", "Mean gen.", "New IDC", "Proxy-valid", "+ oracle",
+                   "Unfinished")
+SUMMARY_TIPS = ("", "Mutation extent", "Seeds the classifier labels as intended, of those drawn",
+                "Seeds whose search succeeded: a misbehaviour, or a new IDC combination", "Mean generations the "
+                "successes took", "Distinct IDC combinations the successes reach that the test split leaves uncovered",
+                "Successes both validity proxies (SelfOracle and DAIV) accept: a proxy, not a verdict of validity",
+                "… of which the oracle classifier still reads the intended class", "Seeds a stop left unfinished")
 
 
 def pairs_from_arrays(arrays: dict) -> list[Pair]:
@@ -58,7 +64,8 @@ def pairs_from_arrays(arrays: dict) -> list[Pair]:
 
 
 class GenerationView(QWidget):
-    remembered = ("extent_box", "budget_box", "seeds_box", "rng_box", "proxies_box", "found_only_box")
+    remembered = ("extent_box", "objective_box", "m_box", "budget_box", "seeds_box", "rng_box", "proxies_box",
+                  "found_only_box")
     #: a generated set to measure in the Coverage view (its test-set name)
     open_in_coverage = Signal(str)
 
@@ -69,6 +76,7 @@ class GenerationView(QWidget):
         self.jobs = KeyedJobs(session.runner, self)
         self.result = None  # the last finished (or stopped) run's GenerationResult
         self.live: list[Pair] = []  # pairs of the running search, as they come
+        self.class_names: list[str] = []  # of the dataset the shown pairs come from
 
         self.dataset_box = QComboBox()
         self.dataset_box.currentIndexChanged.connect(lambda _: self._fill_generators())
@@ -79,6 +87,21 @@ class GenerationView(QWidget):
         self.extent_box = QComboBox()
         for text, value in (("high (range / 1000)", "high"), ("low (range / 10 000)", "low")):
             self.extent_box.addItem(text, value)
+        self.objective_box = QComboBox()
+        for text, value, tip in (
+                ("misbehaviour (the benchmark's)", "misbehaviour", "Stop at the first misclassified input"),
+                ("new IDC combination", "idc", "Stop at the first input in an IDC combination of the selected layer "
+                                              "that the test split leaves uncovered"),
+                ("both", "both", "A misclassified input in an uncovered IDC combination")):
+            self.objective_box.addItem(text, value)
+            self.objective_box.setItemData(self.objective_box.count() - 1, tip, Qt.ItemDataRole.ToolTipRole)
+        self.m_box = QSpinBox()
+        self.m_box.setRange(1, 12)
+        self.m_box.setValue(6)
+        self.m_box.setToolTip("IDC's m for the IDC objectives: the selected layer's most relevant neurons")
+        self.objective_box.currentIndexChanged.connect(
+            lambda _: self.m_box.setEnabled(self.objective_box.currentData() != "misbehaviour"))
+        self.m_box.setEnabled(False)
         self.budget_box = QSpinBox()
         self.budget_box.setRange(1, 100_000)
         self.budget_box.setValue(BUDGET)
@@ -105,6 +128,8 @@ class GenerationView(QWidget):
         form.addRow("Generators", self.generator_list)
         form.addRow("Classifier", self.model_box)
         form.addRow("Extent", self.extent_box)
+        form.addRow("Objective", self.objective_box)
+        form.addRow("IDC m", self.m_box)
         form.addRow("Budget", self.budget_box)
         form.addRow("Seeds", self.seeds_box)
         form.addRow("Random seed", self.rng_box)
@@ -122,6 +147,8 @@ class GenerationView(QWidget):
         self.table = QTableWidget(0, len(SUMMARY_COLUMNS))
         self.table.setObjectName("generationSummary")
         self.table.setHorizontalHeaderLabels(SUMMARY_COLUMNS)
+        for column, tip in enumerate(SUMMARY_TIPS):
+            self.table.horizontalHeaderItem(column).setToolTip(tip)
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.table.horizontalHeader().setStretchLastSection(True)
@@ -176,6 +203,36 @@ class GenerationView(QWidget):
         selection.changed.connect(lambda what: what in ("dataset", "model") and self._fill_choices())
         self._fill_choices()
         self._fill_devices()
+
+    # --- the last saved set -------------------------------------------------------------------------
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        if self.result is None and not self.jobs.running("generate"):
+            self.show_latest()
+
+    def show_latest(self) -> None:
+        """Show the generated set the project saved last (a reopened project shows where it stopped)."""
+        name = latest_generated(self.session.project)
+        if name is None or self.jobs.running("read", name):
+            return
+        spec = self.dataset_box.currentData()
+        if spec is not None and spec not in self.session.datasets:  # its class names label the pairs
+            self.session.load_dataset(spec, then=lambda _: self.result is None and self.show_latest())
+            return
+        self.status.setText(f"Reading {name}…")
+        self.jobs.run(("read", name), f"Read generated set {name}", load_generated, self.session.project, name,
+                      uses_device=False, lane=IO, view="generation", report_errors=False,
+                      then=lambda result: self.result is None and not self.jobs.running("generate")
+                      and self._show_stored(result))
+
+    def _show_stored(self, result) -> None:
+        spec = self.dataset_box.currentData()
+        data = self.session.datasets.get(spec) if spec else None
+        self.class_names = list(data.class_names) if data is not None else []
+        self._on_finished(result)
+        self.status.setText(f"The set saved last: {result.name!r}" + (" (stopped: partial)" if result.partial else "")
+                            + ". Generate makes a new one.")
 
     # --- choices -----------------------------------------------------------------------------------
 
@@ -277,7 +334,8 @@ class GenerationView(QWidget):
             self.proxies_box.isChecked(), "", name, lane=LONG, view="generation", group="generate",
             project=self.session.project,
             device=self.device_box.currentData() or "auto", report_errors=False,
-            command=f"the Generation view: {len(generators)} generators, {seeds} seeds, {extent}, budget {budget}")
+            command=f"the Generation view: {len(generators)} generators, {seeds} seeds, {extent}, budget {budget}",
+            objective=self.objective_box.currentData(), layer=self.selection.layer, m=self.m_box.value())
         record = job.record
         job.partial.connect(lambda result, id=record.id: self.jobs.is_current("generate", id) and self._on_seed(result))
         job.progress.connect(lambda done, total, message: self.jobs.running("generate") and self.status.setText(message))
@@ -301,10 +359,11 @@ class GenerationView(QWidget):
         rows = result.summary()
         self._fill_table(rows)
         self._show_gallery()
-        found = sum(r["misbehaviours"] for r in rows)
+        found, wrong = sum(r["found"] for r in rows), sum(r["misbehaviours"] for r in rows)
         where = f"saved as test set {result.name!r}" if result.saved else "nothing to save"
         self.status.setText(("Stopped: partial results, " if result.partial else "Finished: ")
-                            + f"{found} misbehaviours from {sum(r['searched'] for r in rows)} searched seeds; {where}."
+                            + f"{found} successes ({wrong} misbehaviours) from {sum(r['searched'] for r in rows)} "
+                              f"searched seeds; {where}."
                             + (f" Not searched: {', '.join(result.not_run)}." if result.not_run else ""))
         has = bool(result.arrays)
         self.export_png_button.setEnabled(has)
@@ -324,7 +383,8 @@ class GenerationView(QWidget):
         for r, row in enumerate(rows):
             mean = row["mean_generations"]
             cells = [row["generator"], row["extent"], f"{row.get('kept', row['searched'])} / {row.get('seeds', '?')}",
-                     f"{row['misbehaviours']} of {row['searched']}", "—" if mean is None else f"{mean:.1f}",
+                     f"{row['found']} of {row['searched']}", "—" if mean is None else f"{mean:.1f}",
+                     str(row.get("new_combinations", "—")),
                      str(row.get("proxy_both_valid", "—")), str(row.get("proxy_valid_preserved", "—")),
                      str(row["unfinished"])]
             for c, text in enumerate(cells):
@@ -340,7 +400,7 @@ class GenerationView(QWidget):
                                  "proxies: not judged (no validators)")
         if self.found_only_box.isChecked():
             pairs = [p for p in pairs if p.found]
-        self.gallery.set_pairs(pairs, getattr(self, "class_names", []))
+        self.gallery.set_pairs(pairs, self.class_names)
         if self.result is not None:
             self.gallery_status.setText(f"{len(pairs)} pairs shown (seed → best input found)")
 

@@ -3,7 +3,8 @@
 Each tile shows the seed image and the best input found, nearest-neighbour enlarged, the intended
 and predicted classes, the generations used, a sparkline of the best logit margin per generation
 (the dashed line is 0, below which the classifier misbehaves) and, once the run has been judged,
-the validity proxies' verdicts (SO: SelfOracle, DAIV, oracle: label preservation). A found
+the validity proxies' verdicts (SO: SelfOracle, DAIV, oracle: whether the oracle classifier still
+reads the intended class — kept, changed or unsure). A found
 misbehaviour has a red frame; an unfinished seed (the run was stopped) a dashed one.
 """
 
@@ -183,7 +184,8 @@ class PairGallery(QWidget):
         if v is None:
             return self.unjudged
         mark = {True: "✓", False: "✗"}
-        return f"proxies: SO {mark[v['selforacle']]} DAIV {mark[v['daiv']]} · oracle {v['oracle']}"
+        oracle = {"preserved": "kept", "changed": "changed", "uncertain": "unsure"}.get(v["oracle"], v["oracle"])
+        return f"SO {mark[v['selforacle']]}  DAIV {mark[v['daiv']]}  oracle: {oracle}"
 
     def _paint_sparkline(self, painter: QPainter, rect: QRect, fitness: list) -> None:
         values = np.asarray([f for f in fitness if np.isfinite(f)], dtype=np.float64)
