@@ -130,3 +130,53 @@ def test_a_first_generation_that_misbehaves_stops_at_generation_1():
     assert r.found and r.generations == 1 and r.steps == [] and len(r.fitness) == 1
     assert r.best_margin < 0 and r.predicted == 1
     assert r.best_genome[0] == pytest.approx(r.best_margin + 0.5, abs=1e-6)  # the image is its genome
+
+
+class Constant(nn.Module):
+    """A classifier of 10 classes that always gives the same scores."""
+
+    def __init__(self, scores):
+        super().__init__()
+        self.register_buffer("scores", torch.tensor(scores, dtype=torch.float32))
+
+    def forward(self, x):
+        return self.scores.expand(len(x), -1).clone()
+
+
+def constant_classifier(scores) -> SimpleNamespace:
+    return SimpleNamespace(module=Constant(scores), name="constant", info=SimpleNamespace(input_shape=None,
+                                                                                          class_names=None),
+                           fingerprint=lambda: "constant")
+
+
+@pytest.fixture
+def tiny_vae(tiny_generators):
+    from workbench.core.generation.protocol import GeneratorCard
+    from workbench.core.generation.registry import create_generator
+
+    vae = create_generator("vae", 10, **tiny_generators["vae"])
+    vae.card = GeneratorCard(kind="vae", latent_range={"low": -3.0, "high": 3.0, "range": 6.0, "n": 10,
+                                                       "source": "test", "extent_high": 0.006, "extent_low": 0.0006})
+    return vae
+
+
+def test_a_classifier_that_never_accepts_a_seed_is_reported_after_the_seeds_not_looped(tiny_vae, fashion_tiny):
+    from workbench.core.generation.tig import generate
+
+    notices = []
+    ctx = JobContext("cpu", on_notice=notices.append)
+    never = [0.0] * 9 + [1.0]  # always class 9: the seeds of the other classes are all rejected
+    test = fashion_tiny.split("test")
+    not_nine = test.subset(np.flatnonzero(np.asarray(test.labels) != 9)[:30])
+    run = generate(ctx, tiny_vae, constant_classifier(never), 12, "high", budget=250, images=not_nine, name="vae")
+    assert run.results == [] and not run.seeds.kept.any() and run.summary()["kept"] == 0
+    assert any("labels none of the 12 seed images" in n for n in notices)
+
+
+def test_nan_scores_stop_the_search_with_a_message(tiny_vae, fashion_tiny):
+    from workbench.core.errors import WorkbenchError
+    from workbench.core.generation.tig import generate
+
+    with pytest.raises(WorkbenchError, match="NaN or infinite scores"):
+        generate(JobContext("cpu"), tiny_vae, constant_classifier([float("nan")] * 10), 3, images=fashion_tiny.split(
+            "test"), budget=5)
