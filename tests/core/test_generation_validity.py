@@ -275,10 +275,26 @@ def test_reconstruction_loss_with_samples_is_seeded_and_equals_the_draws_by_hand
     np.testing.assert_array_equal(first, reconstruction_loss(ctx, vae, images, samples=3, seed=5))
     assert not np.allclose(first, reconstruction_loss(ctx, vae, images, samples=3, seed=6))
     flat, mu, logvar = hand_posterior(vae, images)
-    stream = torch.Generator().manual_seed(5)
-    draws = [mu + torch.randn(mu.shape, generator=stream).double() * torch.exp(0.5 * logvar) for _ in range(3)]
+    noise = image_noise(images, 3 * mu.shape[1], 5)
+    z_dim = mu.shape[1]
+    draws = [mu + noise[:, k * z_dim:(k + 1) * z_dim] * torch.exp(0.5 * logvar) for k in range(3)]
     expected = torch.stack([hand_bce(flat, hand_decoder(vae, z)) for z in draws]).mean(dim=0).numpy()
     np.testing.assert_allclose(first, expected, rtol=1e-5)
+    # an image's score does not depend on where it sits or what it is scored with
+    order = np.arange(len(images))[::-1].copy()
+    np.testing.assert_array_equal(reconstruction_loss(ctx, vae, images[order], samples=3, seed=5), first[order])
+    np.testing.assert_array_equal(reconstruction_loss(ctx, vae, images[:2], samples=3, seed=5), first[:2])
+
+
+def image_noise(images, width: int, seed: int):
+    """Per image, `width` standard normal draws from a stream seeded by the seed and the image's bytes."""
+    import zlib
+
+    rows = []
+    for image in np.asarray(images, dtype=np.float32):
+        key = (seed * 1_000_003 + zlib.crc32(np.ascontiguousarray(image).reshape(-1).tobytes())) % 2 ** 63
+        rows.append(torch.randn(width, generator=torch.Generator().manual_seed(key)))
+    return torch.stack(rows).double()
 
 
 def test_reconstruction_probability_equals_the_gaussian_log_likelihood(images):
@@ -297,9 +313,9 @@ def test_reconstruction_probability_equals_the_gaussian_log_likelihood(images):
     assert LOG_2PI == pytest.approx(math.log(2 * math.pi))
     drawn = reconstruction_probability(ctx, vae, images, use_mean=False, seed=3)
     np.testing.assert_array_equal(drawn, reconstruction_probability(ctx, vae, images, use_mean=False, seed=3))
-    stream = torch.Generator().manual_seed(3)
-    z = mu + torch.randn(mu.shape, generator=stream).double() * torch.exp(0.5 * logvar)
+    z = mu + image_noise(images, mu.shape[1], 3) * torch.exp(0.5 * logvar)
     np.testing.assert_allclose(drawn, log_likelihood(z).numpy(), rtol=1e-5)
+    np.testing.assert_array_equal(reconstruction_probability(ctx, vae, images[1:], use_mean=False, seed=3), drawn[1:])
     assert not np.allclose(drawn, got)
 
 
@@ -659,7 +675,7 @@ def test_benchmark_rows_and_the_export(generated, fashion_tiny, tmp_path):
         assert row["Predicted_label(Y)"] == int(testset.columns["predicted"][i])
         assert row["Classification"] == ("misbehaviour" if row["Predicted_label(Y)"] != row["Expected_label(X)"]
                                          else "correct")
-        assert row["Filename"] == f"{text_column(testset.columns['generator'])[i]}-high-seed{row['Seed']}.png"
+        assert row["Filename"] == f"{i:05d}-{text_column(testset.columns['generator'])[i]}-high-seed{row['Seed']}.png"
         assert isinstance(row["proxy_oracle_verdict"], str) and isinstance(row["proxy_daiv_invalid"], bool)
     out = tmp_path / "export"
     written = export_generated(testset, out)
@@ -677,6 +693,12 @@ def test_benchmark_rows_and_the_export(generated, fashion_tiny, tmp_path):
     with pytest.raises(WorkbenchError, match="not an empty folder"):
         export_generated(testset, out)
     assert sorted(p.name for p in out.iterdir()) == before
+    # a generator named by a path writes inside the export folder all the same
+    named = resolve(project, "gen", fashion_tiny)
+    named.columns["generator"] = np.array([f"/elsewhere/{g}" for g in text_column(named.columns["generator"])])
+    elsewhere = tmp_path / "by-path"
+    export_generated(named, elsewhere)
+    assert len(list(elsewhere.glob("*.png"))) == len(named) and all(p.parent == elsewhere for p in elsewhere.iterdir())
     plain = resolve(project, "test", fashion_tiny)  # a split of the dataset: no generator columns
     with pytest.raises(WorkbenchError, match="not a generated set"):
         benchmark_rows(plain)

@@ -104,7 +104,10 @@ def test_stop_keeps_what_was_found_marked_partial(qtbot, settled_window):
     qtbot.mouseClick(view.run_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: "generation 3" in view.status.text(), timeout=TIMEOUT_MS)
     qtbot.mouseClick(view.run_button, Qt.MouseButton.LeftButton)  # Stop
+    # until the stopped search has saved what it found, the button cannot start another
+    assert not view.run_button.isEnabled() and view.run_button.text() == "Stopping…"
     qtbot.waitUntil(lambda: view.result is not None, timeout=TIMEOUT_MS)
+    assert view.run_button.isEnabled() and view.run_button.text() == "Generate"
     result = view.result
     assert result.partial and result.saved and "Stopped: partial results" in view.status.text()
     assert not np.all(result.arrays["finished"])  # the seeds still searching end with their best so far

@@ -155,9 +155,10 @@ def card_text(card, folder, trained: bool = False) -> str:
 
 def cmd_generate(args) -> int:
     from workbench.cli.common import ProjectTarget
-    from workbench.core.generation.generated import export_generated, run_generation
+    from workbench.core.files import check_new_folder
+    from workbench.core.generation.generated import default_name, export_generated, run_generation
     from workbench.core.generation.storage import load_generator
-    from workbench.core.generation.validators import bundled_validator_folders, load_validators
+    from workbench.core.generation.validators import choose_validators
     from workbench.core.staging import run_staged
     from workbench.core.testsets import from_artifact
 
@@ -167,20 +168,14 @@ def cmd_generate(args) -> int:
     if not names:
         raise error("No generator was named.", "Name bundled generators or folders, separated by commas.")
     generators = [(name, load_generator(name, num_classes=dataset.num_classes)) for name in names]
-    validators = None
-    if not args.no_proxies and (args.validators or key in {f.name for f in bundled_validator_folders()}):
-        validators = load_validators(args.validators, "" if args.validators else key)
-    elif not args.no_proxies:
-        print(f"note: no validators are bundled for {key}, so the validity proxies are left out (train them with "
-              "workbench train-validators and pass --validators DIR).", file=sys.stderr)
+    validators, note = choose_validators(dataset, args.validators or "", not args.no_proxies)
+    if note:
+        print(f"note: {note}", file=sys.stderr)
     target = ProjectTarget(args.project)
     if args.export:
-        export = Path(args.export).expanduser()
-        check_creatable(export)
-        if export.exists() and (not export.is_dir() or any(export.iterdir())):
-            raise error(f"{export} exists and is not an empty folder; it is left as it is.",
-                        "Choose a new folder for --export.")
-    name = args.name or f"generated-{model.name}-{args.extent}"
+        check_creatable(Path(args.export).expanduser())
+        check_new_folder(Path(args.export).expanduser(), "--export")
+    name = args.name or default_name(model.name, args.extent, args.objective)
     project = target.open(key) if target else None
     result, _ = run_job(args, lambda ctx: run_staged(
         ctx, run_generation, project, generators, model, dataset, args.seeds, args.extent, args.budget, args.seed,

@@ -54,3 +54,12 @@ def folder_entries(folder: str | os.PathLike, what: str = "folder") -> list[Path
                              "Fix its permissions, or copy it somewhere you can read it.") from exc
     except OSError as exc:
         raise WorkbenchError(f"Cannot list the {what} {folder}: {exc.strerror}.", "Check the path.") from exc
+
+
+def check_new_folder(path: str | os.PathLike, what: str = "the output") -> Path:
+    """Refuse a path that exists and is not an empty folder (what is there is left alone); returns it."""
+    path = Path(path)
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise WorkbenchError(f"{path} exists and is not an empty folder; it is left as it is.",
+                             f"Choose a new folder for {what}.")
+    return path

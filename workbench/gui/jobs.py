@@ -237,7 +237,8 @@ class Job(QObject):
     def _on_finished(self, result: Any) -> None:
         self.result = result
         self._end(DONE)
-        self.record.message = "stopped; what was found so far is kept" if self.ctx.cancelled else ""
+        # a search stopped early finishes with what it found, marked partial: the record says so
+        self.record.message = "stopped; what was found so far is kept" if getattr(result, "partial", False) else ""
         self.finished.emit(result)
         self.ended.emit()
 

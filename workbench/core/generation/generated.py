@@ -25,14 +25,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from workbench.core.errors import WorkbenchError
+from workbench.core.errors import Cancelled, WorkbenchError
 from workbench.core.generation.tig import BUDGET, GenerationRun, generate
+from workbench.core.generation.training import dataset_spec
 from workbench.core.jobs import JobContext
 
 ROLE = "generated"
 #: The benchmark's per-seed CSV columns, then the workbench's own.
-CSV_COLUMNS = ("Filename", "Tool", "Mutation_extent", "Seed", "Iteration", "Found", "Expected_label(X)",
-               "Predicted_label(Y)", "Classification", "Margin", "Latent_distance")
+CSV_COLUMNS = ("Filename", "Tool", "Mutation_extent", "Seed", "Iteration", "Expected_label(X)", "Predicted_label(Y)",
+               "Classification", "Found", "Margin", "Latent_distance")
+#: every column a generated set must hold to be shown, summed up and exported
+REQUIRED = ("x", "y", "generator", "kind", "extent", "seed", "generations", "found", "finished", "predicted",
+            "seed_x", "fitness")
 TOOLS = {"vae": "vae", "gan": "gan", "diffusion": "dm"}
 
 
@@ -47,6 +51,7 @@ class GenerationResult:
     partial: bool = False
     not_run: list = field(default_factory=list)  # generators a stop left out
     stored_summary: list | None = None  # a set read back from a project: the summary saved with it
+    dataset: str = ""  # the dataset whose classes label the inputs
 
     def summary(self) -> list[dict]:
         if self.stored_summary is not None and not self.runs:
@@ -169,8 +174,15 @@ def run_generation(ctx: JobContext, generators: list, classifier, dataset, n_see
         if ctx.stopped_early:
             not_run.append(label)
             continue
-        run = generate(ctx.stage(i + setup, steps, label, partials=True), generator.to(ctx.device), classifier,
-                       n_seeds, extent, budget, seed, images, label, objective=goal)
+        try:
+            run = generate(ctx.stage(i + setup, steps, label, partials=True), generator.to(ctx.device), classifier,
+                           n_seeds, extent, budget, seed, images, label, objective=goal)
+        except Cancelled:  # stopped before this generator's search began (its seeds): keep the earlier ones
+            if not runs:
+                raise
+            ctx.keep_what_was_found()
+            not_run.append(label)
+            continue
         runs.append(run)
     arrays = generated_arrays(runs)
     if arrays and validators is not None:
@@ -178,13 +190,13 @@ def run_generation(ctx: JobContext, generators: list, classifier, dataset, n_see
                                                  arrays["y"])
         arrays.update(judged)
     partial = ctx.stopped_early
-    result = GenerationResult(runs, arrays, name, False, partial, not_run)
+    result = GenerationResult(runs, arrays, name, False, partial, not_run, dataset=dataset_spec(dataset))
     if not_run:
         ctx.notice(f"Not searched after the stop: {', '.join(not_run)}.")
     if project is not None and arrays and name:
         from workbench.core.testsets import save_testset
 
-        save_testset(project, name, arrays, role=ROLE, dataset=_dataset_key(dataset), model=classifier.name,
+        save_testset(project, name, arrays, role=ROLE, dataset=dataset_spec(dataset), model=classifier.name,
                      model_fingerprint=classifier.fingerprint(), partial=partial, not_run=not_run,
                      runs=[run.params for run in runs], summary=summary_rows(arrays, runs),
                      validators=str(validators.folder) if validators is not None else "",
@@ -197,34 +209,32 @@ def generate_from_folders(ctx: JobContext, folders: list, classifier, dataset, n
                           budget: int = BUDGET, seed: int = 0, proxies: bool = True, validators: str = "",
                           name: str = "", project=None, command: str = "", objective: str = "misbehaviour",
                           layer: str | None = None, m: int = 6) -> GenerationResult:
-    """`run_generation` for generator folders (or bundled names) read here, with the validators of
-    folder `validators` (or the dataset's bundled set; none with `proxies` False or when none is
-    bundled, said as a notice): the window's way, which hands the job names, not loaded models."""
+    """`run_generation` for generator folders (or bundled names) read here, judged by the validators
+    `choose_validators` picks: the window's way, which hands the job names, not loaded models."""
     from workbench.core.generation.storage import load_generator
-    from workbench.core.generation.validators import bundled_validator_folders, load_validators
+    from workbench.core.generation.validators import choose_validators
 
     ctx.progress(0, 1, "reading the generators")
     generators = [(label, load_generator(folder, num_classes=dataset.num_classes)) for label, folder in folders]
-    judge = None
-    key = _dataset_key(dataset)
-    if proxies and (validators or key in {f.name for f in bundled_validator_folders()}):
-        judge = load_validators(validators or None, "" if validators else key)
-    elif proxies:
-        ctx.notice(f"No validators are bundled for {key}, so the validity proxies are left out.")
+    judge, note = choose_validators(dataset, validators, proxies)
+    if note:
+        ctx.notice(note)
     return run_generation(ctx, generators, classifier, dataset, n_seeds, extent, budget, seed, judge, name,
                           project=project, command=command, objective=objective, layer=layer, m=m)
 
 
-def _dataset_key(dataset) -> str:
-    return dataset.recipe.get("name") or dataset.recipe.get("path") or dataset.name
+def default_name(model: str, extent: str, objective: str = "misbehaviour") -> str:
+    """The name a generated set is saved under unless the user gives one."""
+    return f"generated-{model}-{extent}" + ("" if objective == "misbehaviour" else f"-{objective}")
 
 
 def latest_generated(project) -> str | None:
     """The name of the generated set saved last in `project` (None if it has none)."""
     from workbench.core.testsets import list_testsets
 
-    names = [info.name for info in list_testsets(project) if info.source.role == ROLE and not info.problem]
-    return names[-1] if names else None
+    made = [(str(info.extra.get("created", "")), i, info.name) for i, info in enumerate(list_testsets(project))
+            if info.source.role == ROLE and not info.problem]
+    return max(made)[2] if made else None  # the newest; a set saved again under its name counts as new
 
 
 def load_generated(ctx: JobContext, project, name: str) -> GenerationResult:
@@ -236,14 +246,26 @@ def load_generated(ctx: JobContext, project, name: str) -> GenerationResult:
     if how.get("role") != ROLE:
         raise WorkbenchError(f"Test set {name!r} is not a generated set.", "Choose a set made by a latent search.")
     arrays = {key: artifact[key] for key in artifact.names}
-    missing = [k for k in ("x", "y", "generator", "extent", "seed", "found", "predicted", "seed_x", "fitness")
-               if k not in arrays]
+    missing = [k for k in REQUIRED if k not in arrays]
     if missing:
         raise WorkbenchError(f"Generated set {name!r} lacks {', '.join(missing)}.", "Generate it again.")
+    uneven = sorted(k for k in REQUIRED if len(arrays[k]) != len(arrays["y"]))
+    if uneven:
+        raise WorkbenchError(f"Generated set {name!r} is damaged: {', '.join(uneven)} do not hold one row per input.",
+                             "Generate it again.")
     summary = how.get("summary") if isinstance(how.get("summary"), list) else None
     ctx.progress(1, 1, "read")
     return GenerationResult([], arrays, name, True, bool(how.get("partial")), list(how.get("not_run") or []),
-                            summary or summary_rows(arrays))
+                            summary or summary_rows(arrays), str(how.get("dataset", "")))
+
+
+def safe_name(text: str) -> str:
+    """`text` as one file-name part: its last path component, with anything but letters, digits, '.', '-'
+    and '_' replaced (a generator named by its folder's path stays inside the export folder)."""
+    import re
+    from pathlib import PurePath
+
+    return re.sub(r"[^A-Za-z0-9._-]", "_", PurePath(str(text)).name).strip(".") or "generator"
 
 
 def benchmark_rows(testset) -> list[dict]:
@@ -260,10 +282,10 @@ def benchmark_rows(testset) -> list[dict]:
     for i in range(len(testset)):
         expected, predicted = int(testset.labels[i]), int(c["predicted"][i])
         tool = TOOLS.get(kinds[i], kinds[i])
-        row = {"Filename": f"{generators[i]}-{extents[i]}-seed{int(c['seed'][i])}.png", "Tool": tool,
+        row = {"Filename": f"{i:05d}-{safe_name(generators[i])}-{extents[i]}-seed{int(c['seed'][i])}.png", "Tool": tool,
                "Mutation_extent": extents[i], "Seed": int(c["seed"][i]), "Iteration": int(c["generations"][i]),
-               "Found": bool(c["found"][i]), "Expected_label(X)": expected, "Predicted_label(Y)": predicted,
-               "Classification": "misbehaviour" if predicted != expected else "correct",
+               "Expected_label(X)": expected, "Predicted_label(Y)": predicted,
+               "Classification": "misbehaviour" if predicted != expected else "correct", "Found": bool(c["found"][i]),
                "Margin": float(c["margin"][i]) if "margin" in c else "",
                "Latent_distance": float(c["distance"][i]) if "distance" in c else ""}
         for key in proxies:
@@ -283,20 +305,22 @@ def export_generated(testset, folder) -> dict:
 
     from PIL import Image
 
+    from workbench.core.files import check_new_folder
+
     folder = Path(folder)
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-        raise WorkbenchError(f"{folder} exists and is not an empty folder; it is left as it is.",
-                             "Choose a new folder for the export.")
+    check_new_folder(folder, "the export")
     rows = benchmark_rows(testset)
-    folder.mkdir(parents=True, exist_ok=True)
-    fields = list(CSV_COLUMNS) + [k for k in (rows[0] if rows else {}) if k not in CSV_COLUMNS]
-    with open(folder / "records.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
-    images = testset.numpy()
-    for row, image in zip(rows, images):
-        pixels = np.clip(np.rint(image[0] * 255), 0, 255).astype(np.uint8) if image.shape[0] == 1 else \
-            np.clip(np.rint(np.moveaxis(image, 0, -1) * 255), 0, 255).astype(np.uint8)
-        Image.fromarray(pixels).save(folder / row["Filename"])
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fields = list(CSV_COLUMNS) + [k for k in (rows[0] if rows else {}) if k not in CSV_COLUMNS]
+        with open(folder / "records.csv", "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=fields)
+            writer.writeheader()
+            writer.writerows(rows)
+        for row, image in zip(rows, testset.numpy()):
+            pixels = np.nan_to_num(image[0] if image.shape[0] == 1 else np.moveaxis(image, 0, -1))
+            Image.fromarray(np.clip(np.rint(pixels * 255), 0, 255).astype(np.uint8)).save(folder / row["Filename"])
+    except OSError as exc:
+        raise WorkbenchError(f"Could not write the export into {folder}: {exc.strerror or exc}.",
+                             "Choose a folder you can write to, with room on its disk.") from exc
     return {"csv": str(folder / "records.csv"), "images": len(rows), "folder": str(folder)}

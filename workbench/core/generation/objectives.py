@@ -29,6 +29,7 @@ from workbench.core.jobs import JobContext
 
 OBJECTIVES = ("misbehaviour", "idc", "both")
 CHUNK = 2500  # individuals per classifier call
+MAX_TARGETS = 2 ** 20  # combinations an IDC objective may enumerate (m = 10 neurons of 4 clusters)
 
 
 @dataclass
@@ -48,6 +49,14 @@ def margins(logits, labels):
     others = logits.clone()
     others.scatter_(1, labels[:, None], float("-inf"))
     return own - others.max(dim=1).values
+
+
+def predicted_labels(logits, labels, m):
+    """The classifier's labels: the intended one where the margin is not negative (a tie is not a
+    misbehaviour, whichever class argmax would pick), else the top class."""
+    import torch
+
+    return torch.where(m >= 0, labels.to(logits.device), logits.argmax(1)).cpu()
 
 
 def classifier_logits(ctx: JobContext, classifier, images, on_batch=None):
@@ -83,8 +92,8 @@ class Misbehaviour:
 
     def evaluate(self, ctx: JobContext, classifier, images, labels) -> Scores:
         logits = classifier_logits(ctx, classifier, images)
-        m = margins(logits, labels.to(logits.device)).cpu()
-        return Scores(m, m < 0, logits.argmax(1).cpu(), m)
+        m = margins(logits, labels.to(logits.device))
+        return Scores(m.cpu(), (m < 0).cpu(), predicted_labels(logits, labels, m), m.cpu())
 
 
 @dataclass
@@ -107,6 +116,9 @@ class NewCombination:
         if idc.empty:
             raise WorkbenchError("The IDC model has no important neurons, so no combination can be targeted.",
                                  "Choose another layer for the IDC objective.")
+        if idc.incc_size > MAX_TARGETS:
+            raise WorkbenchError(f"IDC with m = {len(idc.neurons)} has {idc.incc_size:,} combinations, too many to "
+                                 f"target one by one (at most {MAX_TARGETS:,}).", "Use a smaller m (6 to 10).")
         covered = np.zeros(idc.incc_size, dtype=bool)
         covered[idc.covered()[0]] = True
         self._uncovered = np.flatnonzero(~covered)
@@ -152,12 +164,14 @@ class NewCombination:
         important = values[:, torch.from_numpy(np.asarray(self.idc.neurons))]
         # to the nearest target's centroids; computed directly, not through a matrix product, whose rounding
         # would depend on how many individuals share the batch (a seed must search alike alone or batched)
-        distance = torch.cdist(important, self._targets, compute_mode="donot_use_mm_for_euclid_dist").min(dim=1).values
+        distance = torch.cat([torch.cdist(piece, self._targets, compute_mode="donot_use_mm_for_euclid_dist")
+                              .min(dim=1).values for piece in torch.split(important, 256)])
         new = torch.from_numpy(np.isin(codes, self._uncovered))
-        m = margins(logits, labels.to(logits.device)).cpu()
+        m = margins(logits, labels.to(logits.device))
+        predicted, m = predicted_labels(logits, labels, m), m.cpu()
         if self.misbehave:
-            return Scores(distance + m.clamp(min=0), new & (m < 0), logits.argmax(1).cpu(), m, torch.from_numpy(codes))
-        return Scores(distance, new, logits.argmax(1).cpu(), m, torch.from_numpy(codes))
+            return Scores(distance + m.clamp(min=0), new & (m < 0), predicted, m, torch.from_numpy(codes))
+        return Scores(distance, new, predicted, m, torch.from_numpy(codes))
 
 
 def idc_objective(ctx: JobContext, classifier, dataset, layer: str | None = None, m: int = 6, misbehave: bool = False,

@@ -25,6 +25,15 @@ the extent e is range / 1000 ("high") or range / 10 000 ("low"), as the card rec
 benchmark's scripts also masked the mutation to genes that differ from the seed's, which all do
 after the first perturbation: the mask is left out.)
 
+**Other objectives** (`objectives`): an objective gives each individual a fitness and says whether
+it succeeds; the loop stops at the first success, ranks successes first and then by fitness, and
+keeps as best the first success or else the lowest fitness. Under the benchmark's objective
+(fitness = m, success = m < 0) that is the loop above exactly; under an IDC objective the fitness is
+a distance and a success a new combination, and the trace may rise once, at the success.
+
+**A stop** (the job cancelled) ends the search where it is: the seeds still searching keep the best
+input found so far, marked unfinished, and the job keeps what was found (`keep_what_was_found`).
+
 **Batched across seeds.** Each generation decodes and classifies the populations of every seed still
 searching as one batch, in inference mode on the job's device; a seed that stops leaves the batch.
 Each seed draws from its own random stream (seeded by the run's seed and the seed's index), so a
@@ -72,7 +81,7 @@ class SeedResult:
     predicted: int  # the classifier's label for the best image
     found: bool  # a misbehaviour: the best image is classified as another class
     generations: int  # generations used (1-based stop generation, or the budget)
-    best_margin: float  # the best fitness: the logit margin under the benchmark's objective
+    best_margin: float  # the best fitness (the logit margin under the benchmark's objective); NaN before any
     fitness: list = field(default_factory=list)  # the best margin after each generation
     best_image: np.ndarray | None = None
     best_genome: np.ndarray | None = None
@@ -230,7 +239,7 @@ def _result(s: int, seeds: Seeds, st: dict, found: bool, generations: int, finis
     if genome is None:  # stopped before its first generation was classified: the seed itself is its best
         genome, image = seeds.genomes[s].copy(), seeds.images[s].copy()
     return SeedResult(s, int(seeds.labels[s]), int(st.get("predicted", seeds.labels[s])), bool(found), generations,
-                      float(st["best"]), list(st["fitness"]), image, genome,
+                      float(st["best"]) if st["fitness"] else float("nan"), list(st["fitness"]), image, genome,
                       float(np.linalg.norm(genome - seeds.genomes[s])), finished, st.get("label", ""),
                       seeds.images[s], list(st["steps"]), float(st.get("margin", float("nan"))),
                       int(st.get("code", -1)))
@@ -251,7 +260,7 @@ class GenerationRun:
         kept = int(self.seeds.kept.sum())
         found = [r for r in self.results if r.found]
         return {"generator": self.generator, "extent": self.extent, "seeds": int(len(self.seeds.labels)),
-                "kept": kept, "misbehaviours": len(found),
+                "kept": kept, "found": len(found), "misbehaviours": sum(r.predicted != r.label for r in self.results),
                 "mean_generations": float(np.mean([r.generations for r in found])) if found else None,
                 "mean_distance": float(np.mean([r.distance for r in found])) if found else None}
 

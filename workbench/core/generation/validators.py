@@ -15,7 +15,9 @@ A validator set is a folder:
 the zoo's for the oracle). The test split is shuffled with the run's seed and halved: the first half
 fits the thresholds, the second measures how often each proxy rejects nominal images, and the
 reference domain's test split how often it rejects foreign ones. The DAIV threshold's F1 is taken
-over the fitting half and as many foreign images (a seeded draw), so neither domain outweighs the other. Bundled sets live in
+over equally many images of each domain (seeded draws from the larger), so neither outweighs the other;
+the foreign rejection rates are measured on all the reference domain's test images, those draws
+included, so they are not held out. Bundled sets live in
 `resources/validators/<dataset>/`.
 """
 
@@ -90,10 +92,15 @@ def _check_card(data, path: Path) -> ValidatorCard:
     card = data.get("card")
     try:
         made = ValidatorCard(**card)
-        float(made.selforacle["thresholds"][quantile_key(made.selforacle["quantile"])])
-        float(made.daiv["threshold"])
-        str(made.oracle["name"])
-    except (TypeError, KeyError, ValueError) as exc:
+        so, daiv, oracle = made.selforacle, made.daiv, made.oracle
+        float(so["thresholds"][quantile_key(so["quantile"])])
+        for value in [*so["thresholds"].values(), so["shape"], so["scale"], so["n"], daiv["threshold"], daiv["f1"],
+                      oracle["test_accuracy"], oracle["threshold"]]:
+            float(value)
+        str(oracle["name"]), str(oracle["arch"])
+        for check in made.checks.values():
+            int(check["n"]), float(check["selforacle"]), float(check["daiv"])
+    except (TypeError, KeyError, ValueError, AttributeError) as exc:
         raise WorkbenchError(f"{path} is damaged: its thresholds or oracle are missing.",
                              "Train the validators again.", details=repr(exc)) from exc
     return made
@@ -193,6 +200,24 @@ def resolve_validators(spec: str | None, dataset: str) -> Path:
                          f"Train them: workbench train-validators --data {dataset} --out DIR, then pass --validators DIR.")
 
 
+def choose_validators(dataset, spec: str = "", proxies: bool = True) -> tuple["Validators | None", str]:
+    """The validator set a generation judges its inputs with: the folder `spec`, else the bundled set of
+    `dataset`; none when `proxies` is off or none is bundled (then with a note saying so)."""
+    from workbench.core.generation.training import dataset_spec
+
+    key = dataset_spec(dataset)
+    if not proxies:
+        return None, ""
+    if not spec and key not in {f.name for f in bundled_validator_folders()}:
+        return None, (f"No validators are bundled for {key}, so the validity proxies are left out (train them with "
+                      "`workbench train-validators` and pass --validators DIR).")
+    validators = load_validators(spec or None, key)
+    if validators.oracle.info.class_names and len(validators.oracle.info.class_names) != dataset.num_classes:
+        raise WorkbenchError(f"The validators' oracle classifier has {len(validators.oracle.info.class_names)} classes, "
+                             f"but {key} has {dataset.num_classes}.", f"Use the validators of {key}.")
+    return validators, ""
+
+
 def load_validators(spec: str | None = None, dataset: str = "", device=None) -> Validators:
     """Read a validator set (the bundled one for `dataset` when `spec` is empty), checked whole."""
     import json
@@ -244,16 +269,10 @@ def train_validators(ctx: JobContext, dataset, reference, out, *, epochs: int = 
     from workbench.core.store import atomic_folder, library_versions, write_json
     from workbench.core.training import train_and_save
 
-    out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise WorkbenchError(f"{out} exists and is not an empty folder; it is left as it is.",
-                             "Choose a new folder for the validators (--out DIR).")
-    if tuple(reference.image_shape) != tuple(dataset.image_shape):
-        raise WorkbenchError(f"The reference domain {reference.name} has images of another shape than {dataset.name}.",
-                             "Choose a reference dataset of the same image size.")
-    if dataset.splits.get("test") is None or len(dataset.splits["test"]) < 20:
-        raise WorkbenchError(f"{dataset.name} needs a test split of at least 20 images for the thresholds.",
-                             "Choose a dataset with a test split.")
+    from workbench.core.files import check_new_folder
+
+    out = check_new_folder(out, "the validators (--out DIR)")
+    _check_domains(dataset, reference)
     key, ref_key = dataset_spec(dataset), dataset_spec(reference)
     started = time.perf_counter()
     with atomic_folder(out) as tmp:
@@ -283,6 +302,15 @@ def train_validators(ctx: JobContext, dataset, reference, out, *, epochs: int = 
         write_json(tmp / CARD, {"format": FORMAT, "version": VERSION, "card": card.to_dict()}, backup=False)
         del oracle
     return card
+
+
+def _check_domains(dataset, reference) -> None:
+    if tuple(reference.image_shape) != tuple(dataset.image_shape):
+        raise WorkbenchError(f"The reference domain {reference.name} has images of another shape than {dataset.name}.",
+                             "Choose a reference dataset of the same image size.")
+    if dataset.splits.get("test") is None or len(dataset.splits["test"]) < 20:
+        raise WorkbenchError(f"{dataset.name} needs a test split of at least 20 images for the thresholds.",
+                             "Choose a dataset with a test split.")
 
 
 def fit_thresholds(ctx: JobContext, selforacle, daiv, dataset, reference, seed: int = 0, samples: int = 0,
@@ -329,12 +357,16 @@ def refit_validators(ctx: JobContext, folder, dataset, reference, command: str =
     from workbench.core.generation.training import dataset_spec
     from workbench.core.store import write_json
 
+    _check_domains(dataset, reference)
     validators = load_validators(folder, dataset_spec(dataset), device=ctx.device)
+    if validators.folder.resolve().parent == (resources_dir() / "validators").resolve():
+        raise WorkbenchError(f"{validators.folder} is a bundled validator set; it is left as it is.",
+                             "Copy it to a folder of your own and fit that one again.")
     card = validators.card
     card.selforacle, card.daiv, card.checks = fit_thresholds(
         ctx, validators.selforacle, validators.daiv, dataset, reference, card.seed,
         int(card.selforacle.get("samples", 0)), bool(card.daiv.get("use_mean", False)))
     card.reference = dataset_spec(reference)
     card.command = (card.command + "; " if card.command else "") + f"thresholds fitted again: {command}"
-    write_json(Path(folder) / CARD, {"format": FORMAT, "version": VERSION, "card": card.to_dict()}, backup=False)
+    write_json(validators.folder / CARD, {"format": FORMAT, "version": VERSION, "card": card.to_dict()}, backup=False)
     return card

@@ -54,6 +54,22 @@ def _check_validator(vae, gaussian: bool, what: str) -> None:
                                                           "train-validators`.")
 
 
+def posterior_noise(images, shape, seed: int):
+    """Standard normal noise `shape` (N, z) for drawing from q(z|x), each row from a stream seeded by the
+    run's seed and its own image's pixels: an image's score does not depend on what else is scored with it
+    or where it sits, so a set scored in shards or in another order gets the same verdicts."""
+    import zlib
+
+    import torch
+
+    flat = np.ascontiguousarray(np.asarray(images, dtype=np.float32).reshape(len(images), -1))
+    rows = []
+    for i in range(len(flat)):
+        stream = torch.Generator().manual_seed((int(seed) * 1_000_003 + zlib.crc32(flat[i].tobytes())) % (2 ** 63))
+        rows.append(torch.randn(tuple(shape[1:]), generator=stream))
+    return torch.stack(rows) if rows else torch.zeros(tuple(shape))
+
+
 def reconstruction_loss(ctx: JobContext, vae, images, samples: int = 0, seed: int = 0) -> np.ndarray:
     """SelfOracle-style scores: mean per-pixel binary cross-entropy of each image's reconstruction from
     z = µ(x) (`samples` = 0) or averaged over `samples` seeded draws from q(z|x). Higher is less nominal;
@@ -62,7 +78,6 @@ def reconstruction_loss(ctx: JobContext, vae, images, samples: int = 0, seed: in
     import torch.nn.functional as F
 
     _check_validator(vae, False, "reconstruction loss")
-    stream = torch.Generator().manual_seed(int(seed))
     out = []
     with torch.inference_mode():
         for x in _batches(ctx, images, "SelfOracle reconstruction loss"):
@@ -70,9 +85,9 @@ def reconstruction_loss(ctx: JobContext, vae, images, samples: int = 0, seed: in
             finite = torch.isfinite(flat).all(dim=1)
             flat = torch.nan_to_num(flat, nan=0.0, posinf=1.0, neginf=0.0).clamp(0, 1)
             mu, logvar = vae.posterior(flat)
+            noise = posterior_noise(x.numpy(), (len(x), max(samples, 0) * mu.shape[1]), seed).to(mu.device)
             draws = [mu] if samples <= 0 else [
-                mu + torch.randn(mu.shape, generator=stream).to(mu.device) * torch.exp(0.5 * logvar)
-                for _ in range(samples)]
+                mu + noise[:, k * mu.shape[1]:(k + 1) * mu.shape[1]] * torch.exp(0.5 * logvar) for k in range(samples)]
             losses = torch.stack([F.binary_cross_entropy_with_logits(vae.likelihood(z), flat, reduction="none")
                                   .mean(dim=1) for z in draws]).mean(dim=0)
             out.append(torch.where(finite, losses, torch.full_like(losses, float("nan"))).cpu().numpy())
@@ -81,13 +96,12 @@ def reconstruction_loss(ctx: JobContext, vae, images, samples: int = 0, seed: in
 
 def reconstruction_probability(ctx: JobContext, vae, images, use_mean: bool = False, seed: int = 0) -> np.ndarray:
     """DAIV-style scores: the Gaussian decoder's log-likelihood of each image, summed over pixels, for one
-    seeded draw from q(z|x) (or µ with `use_mean`). Lower is less nominal; NaN where the image holds NaN."""
+    draw from q(z|x) (`posterior_noise`; or µ with `use_mean`). Lower is less nominal; NaN where the image holds NaN."""
     import torch
 
     from workbench.core.generation.vae import LOG_2PI
 
     _check_validator(vae, True, "reconstruction probability")
-    stream = torch.Generator().manual_seed(int(seed))
     out = []
     with torch.inference_mode():
         for x in _batches(ctx, images, "DAIV reconstruction probability"):
@@ -95,7 +109,8 @@ def reconstruction_probability(ctx: JobContext, vae, images, use_mean: bool = Fa
             finite = torch.isfinite(flat).all(dim=1)
             flat = torch.nan_to_num(flat, nan=0.0, posinf=1.0, neginf=0.0).clamp(0, 1)
             mu, logvar = vae.posterior(flat)
-            z = mu if use_mean else mu + torch.randn(mu.shape, generator=stream).to(mu.device) * torch.exp(0.5 * logvar)
+            z = mu if use_mean else mu + posterior_noise(x.numpy(), mu.shape, seed).to(mu.device) * torch.exp(
+                0.5 * logvar)
             mean, pixel_logvar = vae.likelihood(z)
             r = -0.5 * torch.sum(LOG_2PI + pixel_logvar + (flat - mean).pow(2) / pixel_logvar.exp(), dim=1)
             out.append(torch.where(finite, r, torch.full_like(r, float("nan"))).cpu().numpy())

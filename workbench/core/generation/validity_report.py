@@ -86,7 +86,7 @@ def judge_testset(ctx: JobContext, project_folder, testset: str, data: str | Non
     dataset = load_dataset(data, download=download) if data else None
     chosen = resolve(project, testset, dataset, ctx=ctx, download=download)
     key = chosen.source.dataset or data or (project.datasets[0] if project is not None and project.datasets else "")
-    loaded = load_validators(validators, key if not validators else "", device=ctx.device)
+    loaded = load_validators(validators, key, device=ctx.device)  # a folder for another dataset is refused
     loaded.loss_threshold(quantile)  # an unfitted quantile is refused before the work
     verdicts = loaded.judge(ctx, chosen.numpy(), chosen.labels, quantile)
     return ValidityReport(chosen.name, str(loaded.folder.name if not validators else loaded.folder), quantile,

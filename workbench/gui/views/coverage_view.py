@@ -238,7 +238,7 @@ class CoverageView(AnalysisView):
         keys = [c.key for c in self.choices]
         if self.set_keys is None or not any(k in keys for k in self.set_keys):
             self.set_keys = default_sets(self.choices)
-        self.set_keys += [k for k in self._wanted_sets if k in keys and k not in self.set_keys]
+        self.set_keys = list(dict.fromkeys(self.set_keys + [k for k in self._wanted_sets if k in keys]))
         self._wanted_sets = [k for k in self._wanted_sets if k not in keys]  # one not listed yet waits
         self.set_keys = [k for k in self.set_keys if k in keys]
         chosen = [next(c for c in self.choices if c.key == k) for k in self.set_keys]

@@ -21,8 +21,8 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, Q
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.generation import storage
-from workbench.core.generation.generated import (generate_from_folders, latest_generated, load_generated,
-                                                 summary_rows, text_column)
+from workbench.core.generation.generated import (default_name, generate_from_folders, latest_generated,
+                                                 load_generated, text_column)
 from workbench.core.generation.tig import BUDGET
 from workbench.gui.errors import report_error
 from workbench.gui.jobs import IO, LONG
@@ -41,6 +41,11 @@ SUMMARY_TIPS = ("", "Mutation extent", "Seeds the classifier labels as intended,
                 "successes took", "Distinct IDC combinations the successes reach that the test split leaves uncovered",
                 "Successes both validity proxies (SelfOracle and DAIV) accept: a proxy, not a verdict of validity",
                 "… of which the oracle classifier still reads the intended class", "Seeds a stop left unfinished")
+
+
+def job_stopping(view) -> bool:
+    """Whether the view's search was asked to stop (its status says so until it has)."""
+    return not view.run_button.isEnabled()
 
 
 def pairs_from_arrays(arrays: dict) -> list[Pair]:
@@ -77,6 +82,7 @@ class GenerationView(QWidget):
         self.result = None  # the last finished (or stopped) run's GenerationResult
         self.live: list[Pair] = []  # pairs of the running search, as they come
         self.class_names: list[str] = []  # of the dataset the shown pairs come from
+        self.judging = True  # whether the shown search asked for the validity proxies
 
         self.dataset_box = QComboBox()
         self.dataset_box.currentIndexChanged.connect(lambda _: self._fill_generators())
@@ -157,7 +163,9 @@ class GenerationView(QWidget):
         self.table.setToolTip("Proxy-valid: accepted by both SelfOracle and DAIV, automated proxies of validity "
                               "(not verdicts); + oracle kept label: and the oracle classifier still reads the "
                               "intended class")
-        self.found_only_box = QCheckBox("Misbehaviours only")
+        self.found_only_box = QCheckBox("Found only")
+        self.found_only_box.setToolTip("Show only the seeds whose search succeeded (a misbehaviour, or a new IDC "
+                                       "combination under an IDC objective)")
         self.found_only_box.toggled.connect(lambda _: self._show_gallery())
         self.gallery_status = QLabel()
         self.export_png_button = QPushButton("Export PNG…")
@@ -216,20 +224,23 @@ class GenerationView(QWidget):
         name = latest_generated(self.session.project)
         if name is None or self.jobs.running("read", name):
             return
-        spec = self.dataset_box.currentData()
-        if spec is not None and spec not in self.session.datasets:  # its class names label the pairs
-            self.session.load_dataset(spec, then=lambda _: self.result is None and self.show_latest())
-            return
         self.status.setText(f"Reading {name}…")
-        self.jobs.run(("read", name), f"Read generated set {name}", load_generated, self.session.project, name,
-                      uses_device=False, lane=IO, view="generation", report_errors=False,
-                      then=lambda result: self.result is None and not self.jobs.running("generate")
-                      and self._show_stored(result))
+        job = self.jobs.run(("read", name), f"Read generated set {name}", load_generated, self.session.project, name,
+                            uses_device=False, lane=IO, view="generation", report_errors=False,
+                            then=lambda result: self.result is None and self._run_id() is None
+                            and self._show_stored(result))
+        if job is not None:
+            job.failed.connect(lambda exc: self.status.setText(f"The set saved last cannot be read: "
+                                                               f"{error_text(exc)}"))
 
     def _show_stored(self, result) -> None:
-        spec = self.dataset_box.currentData()
+        spec = result.dataset if result.dataset in self.session.project.datasets else self.dataset_box.currentData()
+        if spec is not None and spec not in self.session.datasets:  # its class names label the pairs
+            self.session.load_dataset(spec, then=lambda _: self.result is None and self._show_stored(result))
+            return
         data = self.session.datasets.get(spec) if spec else None
         self.class_names = list(data.class_names) if data is not None else []
+        self.judging = any(k.startswith("proxy_") for k in result.arrays)
         self._on_finished(result)
         self.status.setText(f"The set saved last: {result.name!r}" + (" (stopped: partial)" if result.partial else "")
                             + ". Generate makes a new one.")
@@ -293,9 +304,21 @@ class GenerationView(QWidget):
 
     # --- running -----------------------------------------------------------------------------------
 
+    def _run_id(self) -> int | None:
+        """The record id of the search that runs (or is stopping), None when none does."""
+        job = self.jobs.jobs.get("generate")
+        return job.record.id if job is not None and job.record.active else None
+
+    def _current_id(self) -> int | None:
+        """The record id of the view's latest search, running or just ended (its end signals still come)."""
+        job = self.jobs.jobs.get("generate")
+        return job.record.id if job is not None else None
+
     def toggle(self) -> None:
-        if self.jobs.running("generate"):
+        if self._run_id() is not None:
             self.jobs.cancel("generate")
+            self.run_button.setEnabled(False)  # until the stopped search has saved what it found
+            self.run_button.setText("Stopping…")
             self.status.setText("Stopping; what was found so far is kept…")
             return
         spec, model_name, generators = self.dataset_box.currentData(), self.model_box.currentData(), \
@@ -317,7 +340,7 @@ class GenerationView(QWidget):
             self.session.load_model(model_name, then=lambda _: self.toggle())
             return
         extent = self.extent_box.currentData()
-        name = self.name_edit.text().strip() or f"generated-{model_name}-{extent}"
+        name = self.name_edit.text().strip() or default_name(model_name, extent, self.objective_box.currentData())
         seeds, budget, rng = self.seeds_box.value(), self.budget_box.value(), self.rng_box.value()
         self.live, self.result = [], None
         self.gallery.unjudged = "proxies: judged at the end" if self.proxies_box.isChecked() else "proxies: off"
@@ -336,12 +359,14 @@ class GenerationView(QWidget):
             device=self.device_box.currentData() or "auto", report_errors=False,
             command=f"the Generation view: {len(generators)} generators, {seeds} seeds, {extent}, budget {budget}",
             objective=self.objective_box.currentData(), layer=self.selection.layer, m=self.m_box.value())
-        record = job.record
-        job.partial.connect(lambda result, id=record.id: self.jobs.is_current("generate", id) and self._on_seed(result))
-        job.progress.connect(lambda done, total, message: self.jobs.running("generate") and self.status.setText(message))
-        job.finished.connect(self._on_finished)
-        job.failed.connect(self._on_failed)
-        job.cancelled.connect(self._on_cancelled)
+        self.judging = self.proxies_box.isChecked()
+        mine = (lambda id=job.record.id: self._current_id() == id)  # a stale search's signals leave the view alone
+        job.partial.connect(lambda result: mine() and self._on_seed(result))
+        job.progress.connect(lambda done, total, message: mine() and not job_stopping(self) and
+                             self.status.setText(message))
+        job.finished.connect(lambda result: mine() and self._on_finished(result))
+        job.failed.connect(lambda exc: mine() and self._on_failed(exc))
+        job.cancelled.connect(lambda: mine() and self._on_cancelled())
 
     def _on_seed(self, result) -> None:
         """A seed's search ended: its pair joins the gallery."""
@@ -351,10 +376,14 @@ class GenerationView(QWidget):
         if pair.found or not self.found_only_box.isChecked():
             self.gallery.add(pair)
         found = sum(p.found for p in self.live)
-        self.gallery_status.setText(f"{len(self.live)} seeds searched so far, {found} misbehaviours")
+        self.gallery_status.setText(f"{len(self.live)} seeds searched so far, {found} found")
+
+    def _ready_to_run(self) -> None:
+        self.run_button.setText("Generate")
+        self.run_button.setEnabled(True)
 
     def _on_finished(self, result) -> None:
-        self.run_button.setText("Generate")
+        self._ready_to_run()
         self.result = result
         rows = result.summary()
         self._fill_table(rows)
@@ -371,11 +400,11 @@ class GenerationView(QWidget):
         self.coverage_button.setEnabled(result.saved)
 
     def _on_failed(self, exc) -> None:
-        self.run_button.setText("Generate")
+        self._ready_to_run()
         self.status.setText(f"The search failed: {error_text(exc)}")
 
     def _on_cancelled(self) -> None:
-        self.run_button.setText("Generate")
+        self._ready_to_run()
         self.status.setText("Cancelled before any seed was searched; nothing was saved.")
 
     def _fill_table(self, rows: list[dict]) -> None:
@@ -396,8 +425,8 @@ class GenerationView(QWidget):
 
     def _show_gallery(self) -> None:
         pairs = pairs_from_arrays(self.result.arrays) if self.result is not None else list(self.live)
-        self.gallery.unjudged = ("proxies: not judged yet" if self.result is None else
-                                 "proxies: not judged (no validators)")
+        self.gallery.unjudged = ("proxies: off" if not self.judging else "proxies: judged at the end"
+                                 if self.result is None else "proxies: none (no validators)")
         if self.found_only_box.isChecked():
             pairs = [p for p in pairs if p.found]
         self.gallery.set_pairs(pairs, self.class_names)
@@ -429,10 +458,7 @@ class GenerationView(QWidget):
             return
         try:
             written = export_generated(self.result.testset(), Path(folder) / self.result.name)
-        except WorkbenchError as exc:
+        except WorkbenchError as exc:  # export_generated turns a failed write into one
             report_error(self, exc, title="Export failed")
             return
         announce_export(written["csv"])
-
-    def summary_rows(self) -> list[dict]:
-        return summary_rows(self.result.arrays, self.result.runs) if self.result is not None else []

@@ -1,8 +1,9 @@
 """A gallery of seed → result pairs from a latent search, drawn as one canvas (hundreds of pairs stay cheap).
 
 Each tile shows the seed image and the best input found, nearest-neighbour enlarged, the intended
-and predicted classes, the generations used, a sparkline of the best logit margin per generation
-(the dashed line is 0, below which the classifier misbehaves) and, once the run has been judged,
+and predicted classes, the generations used, a sparkline of the best fitness per generation (the
+logit margin under the benchmark's objective, whose dashed line at 0 is where the classifier starts
+to misbehave; a distance under an IDC objective) and, once the run has been judged,
 the validity proxies' verdicts (SO: SelfOracle, DAIV, oracle: whether the oracle classifier still
 reads the intended class — kept, changed or unsure). A found
 misbehaviour has a red frame; an unfinished seed (the run was stopped) a dashed one.
@@ -41,7 +42,7 @@ class Pair:
 
 
 def to_qimage(image: np.ndarray, zoom: int) -> QImage:
-    pixels = np.clip(np.asarray(image, dtype=np.float32) * 255.0 + 0.5, 0, 255).astype(np.uint8)
+    pixels = np.clip(np.nan_to_num(np.asarray(image, dtype=np.float32)) * 255.0 + 0.5, 0, 255).astype(np.uint8)
     pixels = np.repeat(np.repeat(pixels, zoom, axis=1), zoom, axis=2)
     if pixels.shape[0] == 1:
         data = np.ascontiguousarray(pixels[0])
@@ -219,10 +220,11 @@ class PairGallery(QWidget):
                 QToolTip.hideText()
                 return True
             p = self.pairs[index]
-            margin = f"{p.fitness[-1]:+.3f}" if p.fitness else "—"
+            fitness = f"{p.fitness[-1]:+.3f}" if p.fitness else "—"
             QToolTip.showText(event.globalPos(), f"{p.generator}, seed {p.seed}: intended {self._name(p.label)}, "
-                                                 f"predicted {self._name(p.predicted)}; best margin {margin} after "
-                                                 f"{p.generations} generations. {self._verdict_text(p)}", self)
+                                                 f"predicted {self._name(p.predicted)}; best fitness {fitness} after "
+                                                 f"{p.generations} generations. Validity proxies (not verdicts): "
+                                                 f"{self._verdict_text(p)}", self)
             return True
         return super().event(event)
 
