@@ -669,7 +669,9 @@ def test_benchmark_rows_and_the_export(generated, fashion_tiny, tmp_path):
     assert len(rows) == len(testset)
     for i, row in enumerate(rows):
         assert list(row)[:len(CSV_COLUMNS)] == list(CSV_COLUMNS)
-        assert set(row) - set(CSV_COLUMNS) == PROXY_COLUMNS
+        assert set(row) - set(CSV_COLUMNS) == PROXY_COLUMNS | {"proxy_oracle_agrees_with_model"}
+        assert row["proxy_oracle_agrees_with_model"] == (row["Classification"] == "misbehaviour"
+                                                         and row["proxy_oracle_label"] == row["Predicted_label(Y)"])
         assert row["Tool"] in ("vae", "gan") and row["Mutation_extent"] == "high"
         assert row["Expected_label(X)"] == int(testset.labels[i])
         assert row["Predicted_label(Y)"] == int(testset.columns["predicted"][i])

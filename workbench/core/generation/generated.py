@@ -13,7 +13,9 @@ columns:
 - `seed_x` (the seed's decoded image), `genome` and `seed_genome` (NaN-padded to the longest genome
   of the set; `genome_length` says how many values are the genome's), `fitness` (the best margin
   after each generation, NaN-padded to the longest search of the set);
-- with validators, every proxy's score and verdict (`proxy_…`, see `validity`).
+- with validators, every proxy's score and verdict (`proxy_…`, see `validity`; the oracle's verdict is
+  given for every input, the summary counts it on those both validity proxies accept), and
+  `proxy_oracle_agrees_with_model`: the model misbehaves and the oracle reads the same wrong class.
 
 Coverage, FOL, selection, labelling and comparison take it like any other test set. `benchmark_rows`
 gives the GenAI-TIG benchmark's per-seed CSV columns.
@@ -144,6 +146,9 @@ def summary_rows(columns: dict, runs: list[GenerationRun] | None = None) -> list
                         "proxy_daiv_valid": int((hits & daiv_ok).sum()),
                         "proxy_both_valid": int((hits & so_ok & daiv_ok).sum()),
                         "proxy_valid_preserved": int((hits & so_ok & daiv_ok & preserved).sum())})
+            if "proxy_oracle_agrees_with_model" in columns:
+                row["proxy_oracle_agrees"] = int((mine & np.asarray(columns["proxy_oracle_agrees_with_model"],
+                                                                    bool)).sum())
         out.append(row)
     return out
 
@@ -188,6 +193,9 @@ def run_generation(ctx: JobContext, generators: list, classifier, dataset, n_see
     if arrays and validators is not None:
         judged = validators.to(ctx.device).judge(ctx.stage(steps - 1, steps, "validity proxies"), arrays["x"],
                                                  arrays["y"])
+        # where the model misbehaves: does the oracle read the same wrong class (the input may really show it)?
+        wrong = arrays["predicted"] != arrays["y"]
+        judged["proxy_oracle_agrees_with_model"] = wrong & (judged["proxy_oracle_label"] == arrays["predicted"])
         arrays.update(judged)
     partial = ctx.stopped_early
     result = GenerationResult(runs, arrays, name, False, partial, not_run, dataset=dataset_spec(dataset))
