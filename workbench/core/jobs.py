@@ -97,7 +97,8 @@ class JobContext:
     def keep_what_was_found(self) -> None:
         """Make a cancel a *stop*: the job, having caught `Cancelled`, finishes with what it found so far
         (a search's partial results, marked so), and its result is saved like a finished job's. From now
-        on no check raises, for this context, the job's own and every sub-context alike."""
+        on no check raises, for this context, the job's own and every sub-context alike: what is left of
+        the job (judging and saving what was found, seconds) runs to its end."""
         self._keeping.set()
 
     @property
