@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
-                               QLineEdit, QListWidget, QListWidgetItem, QPushButton, QScrollArea, QSpinBox,
-                               QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+                               QLineEdit, QListWidget, QListWidgetItem, QPushButton, QScrollArea, QSizePolicy,
+                               QSpinBox, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.generation import storage
@@ -41,6 +41,18 @@ SUMMARY_TIPS = ("", "Mutation extent", "Seeds the classifier labels as intended,
                 "successes took", "Distinct IDC combinations the successes reach that the test split leaves uncovered",
                 "Successes both validity proxies (SelfOracle and DAIV) accept: a proxy, not a verdict of validity",
                 "… of which the oracle classifier still reads the intended class", "Seeds a stop left unfinished")
+
+
+def interleaved(pairs: list[Pair]) -> list[Pair]:
+    """The pairs taken in turn from each generator (its first, then each one's second, …), so the first
+    row of the gallery sets the generators side by side."""
+    groups: dict[str, list[Pair]] = {}
+    for pair in pairs:
+        groups.setdefault(pair.generator, []).append(pair)
+    out = []
+    for rank in range(max((len(g) for g in groups.values()), default=0)):
+        out += [g[rank] for g in groups.values() if rank < len(g)]
+    return out
 
 
 def job_stopping(view) -> bool:
@@ -70,7 +82,7 @@ def pairs_from_arrays(arrays: dict) -> list[Pair]:
 
 class GenerationView(QWidget):
     remembered = ("extent_box", "objective_box", "m_box", "budget_box", "seeds_box", "rng_box", "proxies_box",
-                  "found_only_box")
+                  "found_only_box", "zoom_box")
     #: a generated set to measure in the Coverage view (its test-set name)
     open_in_coverage = Signal(str)
 
@@ -158,7 +170,7 @@ class GenerationView(QWidget):
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.table.horizontalHeader().setStretchLastSection(True)
-        self.table.setMinimumHeight(90)
+        self.table.setMinimumHeight(60)
         self.table.setMaximumHeight(200)
         self.table.setToolTip("Proxy-valid: accepted by both SelfOracle and DAIV, automated proxies of validity "
                               "(not verdicts); + oracle kept label: and the oracle classifier still reads the "
@@ -168,6 +180,13 @@ class GenerationView(QWidget):
                                        "combination under an IDC objective)")
         self.found_only_box.toggled.connect(lambda _: self._show_gallery())
         self.gallery_status = QLabel()
+        self.gallery_status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # never widens
+        self.zoom_box = QSpinBox()
+        self.zoom_box.setRange(1, 8)
+        self.zoom_box.setValue(2)
+        self.zoom_box.setPrefix("zoom ")
+        self.zoom_box.setSuffix("×")
+        self.zoom_box.setToolTip("Screen pixels per image pixel (nearest neighbour)")
         self.export_png_button = QPushButton("Export PNG…")
         self.export_png_button.setToolTip("Save the gallery as shown as a PNG image")
         self.export_png_button.clicked.connect(self.export_gallery)
@@ -184,11 +203,13 @@ class GenerationView(QWidget):
         tools = QHBoxLayout()
         tools.addWidget(self.found_only_box)
         tools.addWidget(self.gallery_status, 1)
+        tools.addWidget(self.zoom_box)
         tools.addWidget(self.coverage_button)
         tools.addWidget(self.export_csv_button)
         tools.addWidget(self.export_png_button)
         self.gallery = PairGallery()
         self.gallery.setObjectName("generationGallery")
+        self.zoom_box.valueChanged.connect(self.gallery.set_zoom)
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setWidget(self.gallery)
@@ -422,16 +443,18 @@ class GenerationView(QWidget):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 self.table.setItem(r, c, item)
         self.table.resizeColumnsToContents()
+        rows = sum(self.table.rowHeight(r) for r in range(len(rows)))  # as tall as its rows, no taller
+        self.table.setMaximumHeight(self.table.horizontalHeader().height() + rows + 2 * self.table.frameWidth() + 18)
 
     def _show_gallery(self) -> None:
-        pairs = pairs_from_arrays(self.result.arrays) if self.result is not None else list(self.live)
+        pairs = interleaved(pairs_from_arrays(self.result.arrays)) if self.result is not None else list(self.live)
         self.gallery.unjudged = ("proxies: off" if not self.judging else "proxies: judged at the end"
                                  if self.result is None else "proxies: none (no validators)")
         if self.found_only_box.isChecked():
             pairs = [p for p in pairs if p.found]
         self.gallery.set_pairs(pairs, self.class_names)
         if self.result is not None:
-            self.gallery_status.setText(f"{len(pairs)} pairs shown (seed → best input found)")
+            self.gallery_status.setText(f"{len(pairs)} pairs: seed → best input found")
 
     # --- exports -----------------------------------------------------------------------------------
 

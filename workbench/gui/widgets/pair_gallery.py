@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
 from workbench.gui.colors import MISMATCH
 
-ZOOM = 3
+ZOOM = 2  # screen pixels per image pixel unless `set_zoom` says otherwise
 PAD = 6
 LINE = 15  # text line height
 SPARK_H = 26
@@ -63,6 +63,7 @@ class PairGallery(QWidget):
         self.class_names: list[str] = []
         self._images: list[tuple[QImage, QImage]] = []
         self.unjudged = "proxies: not judged yet"  # what a tile says while it has no verdicts
+        self.zoom = ZOOM
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
         self.setMouseTracking(False)
 
@@ -75,12 +76,17 @@ class PairGallery(QWidget):
     def set_pairs(self, pairs: list[Pair], class_names: list[str]) -> None:
         self.class_names = list(class_names)
         self.pairs = list(pairs)
-        self._images = [(to_qimage(p.seed_image, ZOOM), to_qimage(p.image, ZOOM)) for p in self.pairs]
+        self._images = [(to_qimage(p.seed_image, self.zoom), to_qimage(p.image, self.zoom)) for p in self.pairs]
         self._relayout()
+
+    def set_zoom(self, zoom: int) -> None:
+        """Draw the images at `zoom` screen pixels per image pixel (nearest neighbour)."""
+        self.zoom = max(1, int(zoom))
+        self.set_pairs(self.pairs, self.class_names)
 
     def add(self, pair: Pair) -> None:
         self.pairs.append(pair)
-        self._images.append((to_qimage(pair.seed_image, ZOOM), to_qimage(pair.image, ZOOM)))
+        self._images.append((to_qimage(pair.seed_image, self.zoom), to_qimage(pair.image, self.zoom)))
         self._relayout()
 
     # --- geometry ------------------------------------------------------------------------------------
@@ -88,12 +94,12 @@ class PairGallery(QWidget):
     def _image_size(self) -> tuple[int, int]:
         if self.pairs:
             _, h, w = self.pairs[0].image.shape
-            return w * ZOOM, h * ZOOM
-        return 28 * ZOOM, 28 * ZOOM
+            return w * self.zoom, h * self.zoom
+        return 28 * self.zoom, 28 * self.zoom
 
     def tile_size(self) -> QSize:
-        w, h = self._image_size()
-        return QSize(2 * w + 3 * PAD + 14, h + 5 * LINE + SPARK_H + 3 * PAD)
+        w, h = self._image_size()  # room for the text lines at any zoom
+        return QSize(max(2 * w + 3 * PAD + 14, 176), h + 5 * LINE + SPARK_H + 3 * PAD)
 
     def _columns(self) -> int:
         return max(1, (max(self.width(), 1) + PAD) // (self.tile_size().width() + PAD))
@@ -173,7 +179,7 @@ class PairGallery(QWidget):
                          metrics.elidedText(f"{pair.generator} #{pair.seed}", Qt.TextElideMode.ElideMiddle, width))
         y += LINE
         state = "found" if pair.found else ("stopped" if not pair.finished else "not found")
-        painter.drawText(QRect(x, y, width, LINE), Qt.AlignmentFlag.AlignLeft, f"generation {pair.generations} · {state}")
+        painter.drawText(QRect(x, y, width, LINE), Qt.AlignmentFlag.AlignLeft, f"gen. {pair.generations} · {state}")
         y += LINE
         self._paint_sparkline(painter, QRect(x, y + 2, width, SPARK_H - 4), pair.fitness)
         y += SPARK_H
@@ -186,7 +192,7 @@ class PairGallery(QWidget):
             return self.unjudged
         mark = {True: "✓", False: "✗"}
         oracle = {"preserved": "kept", "changed": "changed", "uncertain": "unsure"}.get(v["oracle"], v["oracle"])
-        return f"SO {mark[v['selforacle']]}  DAIV {mark[v['daiv']]}  oracle: {oracle}"
+        return f"SO {mark[v['selforacle']]}  DAIV {mark[v['daiv']]}  {oracle}"
 
     def _paint_sparkline(self, painter: QPainter, rect: QRect, fitness: list) -> None:
         values = np.asarray([f for f in fitness if np.isfinite(f)], dtype=np.float64)
