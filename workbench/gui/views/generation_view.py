@@ -227,9 +227,11 @@ class GenerationView(QWidget):
         layout.addWidget(box)
         layout.addWidget(right, 1)
 
-        session.project_changed.connect(self._fill_choices)
+        # a save anywhere changes the project: a hidden view fills its choices again when it is shown
+        session.project_changed.connect(lambda: self.isVisible() and self._fill_choices())
         session.ready.connect(self._fill_devices)
-        selection.changed.connect(lambda what: what in ("dataset", "model") and self._fill_choices())
+        selection.changed.connect(lambda what: what in ("dataset", "model") and self.isVisible()
+                                  and self._fill_choices())
         self._fill_choices()
         self._fill_devices()
 
@@ -237,6 +239,7 @@ class GenerationView(QWidget):
 
     def showEvent(self, event) -> None:
         super().showEvent(event)
+        self._fill_choices()  # what was trained or added while the view was hidden
         if self.result is None and not self.jobs.running("generate"):
             self.show_latest()
 

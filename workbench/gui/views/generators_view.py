@@ -162,7 +162,8 @@ class GeneratorsView(QWidget):
         self.walk_timer.setInterval(120)
         self.walk_timer.timeout.connect(self.decode_walk_point)
         self.jobs.ended.connect(self._on_ended)
-        session.project_changed.connect(self.refresh)
+        # a save anywhere changes the project: a hidden view lists again when it is shown (showEvent)
+        session.project_changed.connect(lambda: self.isVisible() and self.refresh())
         selection.changed.connect(lambda what: what == "dataset" and self._fill_datasets())
 
     # --- construction of the tabs ------------------------------------------------------------------

@@ -102,6 +102,7 @@ class RelevanceHeatmap(pg.GraphicsLayoutWidget):
         self.ci.layout.setRowStretchFactor(0, 3)
         self.ci.layout.setRowStretchFactor(1, 2)
         self.plot.vb.sigResized.connect(self._update_ticks)
+        self._layout = None  # what the axes, ticks and hatching were laid out for (`set_matrix`)
         self.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.scene().sigMouseClicked.connect(self._on_clicked)
 
@@ -121,8 +122,13 @@ class RelevanceHeatmap(pg.GraphicsLayoutWidget):
         # The image gets explicit levels and no NaN: missing cells are 0, hatched over.
         self.image.setImage(np.ascontiguousarray(np.nan_to_num(matrix, nan=0.0, posinf=0.0, neginf=0.0)),
                             levels=self.levels)
-        self.image.setRect(QRectF(0, 0, cols, rows))
         self.bar.setLevels(self.levels)
+        layout = (rows, cols, tuple(self.row_labels), tuple(self.empty_rows), units, neuron_title,
+                  np.isnan(matrix).tobytes())
+        if layout == self._layout:  # a partial result of the same matrix: the axes, ticks and marks stand
+            return
+        self._layout = layout
+        self.image.setRect(QRectF(0, 0, cols, rows))
         self.bar.axis.setLabel(units)
         fit_axis_title(self.bar.axis)
         self._hatch()
