@@ -34,6 +34,7 @@ from workbench.core.jobs import JobContext
 
 LATENT_SAMPLES = 1000
 ACCEPTANCE_SAMPLES = 500
+CHUNK = 2500  # images per classifier call
 
 
 @dataclass
@@ -163,28 +164,39 @@ class SeedAcceptance:
         return {**asdict(self), "rate": self.rate, "chance": self.chance, "warning": self.warning}
 
 
-def classify(ctx: JobContext, classifier, x, what: str = "classifying"):
-    """Predicted classes (numpy) of images `x` (a CPU tensor), batch by batch on the job's device."""
+def classifier_logits(ctx: JobContext, classifier, images, on_batch=None):
+    """The classifier's logits of `images` on the job's device, checked finite, in pieces of CHUNK;
+    `on_batch()` runs after each piece's forward pass (where a forward hook has captured its layer)."""
     import torch
 
     from workbench.core.training import check_scores
 
+    module = classifier.module.to(ctx.device).eval()
+    out = []
+    for start in range(0, len(images), CHUNK):
+        ctx.check()
+        batch = images[start:start + CHUNK]
+        logits = module(batch.to(ctx.device))
+        check_scores(classifier, logits, len(batch))
+        if not torch.isfinite(logits).all():
+            raise WorkbenchError(f"The classifier {classifier.name!r} returned NaN or infinite scores on generated "
+                                 "images.", "Check the classifier and the generator's latent range.")
+        out.append(logits.float())
+        if on_batch is not None:
+            on_batch()
+    return torch.cat(out)
+
+
+def classify(ctx: JobContext, classifier, x, what: str = "classifying"):
+    """Predicted classes (numpy) of images `x` (a CPU tensor), batch by batch on the job's device, and the
+    number of class scores the classifier gives."""
+    import torch
+
     if not len(x):
         raise WorkbenchError("There are no images to classify.", "Decode at least one sample.")
-    device = ctx.device
-    module = classifier.module.to(device).eval()
-    predictions = []
     with torch.no_grad():
-        for start in range(0, len(x), 500):
-            ctx.check()
-            batch = x[start:start + 500]
-            logits = module(batch.to(device))
-            check_scores(classifier, logits, len(batch))
-            if not torch.isfinite(logits).all():
-                raise WorkbenchError(f"The classifier {classifier.name!r} returned NaN or infinite scores on "
-                                     "generated images.", "Check the classifier; its weights may be damaged.")
-            predictions.append(logits.argmax(1).cpu())
-    return torch.cat(predictions), int(logits.shape[1])
+        logits = classifier_logits(ctx, classifier, x)
+    return logits.argmax(1).cpu(), int(logits.shape[1])
 
 
 def seed_acceptance(ctx: JobContext, generator: Generator, classifier, images=None, n: int = ACCEPTANCE_SAMPLES,

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from workbench.core.errors import WorkbenchError
+from workbench.core.generation.assessment import classifier_logits
 from workbench.core.jobs import JobContext
 
 OBJECTIVES = ("misbehaviour", "idc", "both")
-CHUNK = 2500  # individuals per classifier call
 MAX_TARGETS = 2 ** 20  # combinations an IDC objective may enumerate (m = 10 neurons of 4 clusters)
 
 
@@ -57,29 +57,6 @@ def predicted_labels(logits, labels, m):
     import torch
 
     return torch.where(m >= 0, labels.to(logits.device), logits.argmax(1)).cpu()
-
-
-def classifier_logits(ctx: JobContext, classifier, images, on_batch=None):
-    """The classifier's logits of `images` on the job's device, checked finite, in pieces of CHUNK;
-    `on_batch()` runs after each piece's forward pass (where a forward hook has captured its layer)."""
-    import torch
-
-    from workbench.core.training import check_scores
-
-    module = classifier.module.to(ctx.device).eval()
-    out = []
-    for start in range(0, len(images), CHUNK):
-        ctx.check()
-        batch = images[start:start + CHUNK]
-        logits = module(batch.to(ctx.device))
-        check_scores(classifier, logits, len(batch))
-        if not torch.isfinite(logits).all():
-            raise WorkbenchError(f"The classifier {classifier.name!r} returned NaN or infinite scores on generated "
-                                 "images.", "Check the classifier and the generator's latent range.")
-        out.append(logits.float())
-        if on_batch is not None:
-            on_batch()
-    return torch.cat(out)
 
 
 class Misbehaviour:

@@ -47,6 +47,19 @@ def _batches(ctx: JobContext, images, what: str):
     ctx.progress(len(x), len(x), what)
 
 
+def _posteriors(ctx: JobContext, vae, images, what: str):
+    """Per batch of `images`: (the batch, its flat pixels with NaN and infinities replaced, which rows were
+    finite, µ and log σ² of q(z|x)) — what both reconstruction scores start from."""
+    import torch
+
+    for x in _batches(ctx, images, what):
+        flat = x.reshape(len(x), -1).to(vae.device)
+        finite = torch.isfinite(flat).all(dim=1)
+        flat = torch.nan_to_num(flat, nan=0.0, posinf=1.0, neginf=0.0).clamp(0, 1)
+        mu, logvar = vae.posterior(flat)
+        yield x, flat, finite, mu, logvar
+
+
 def _check_validator(vae, gaussian: bool, what: str) -> None:
     if getattr(vae, "kind", "") != "vae" or bool(getattr(vae, "gaussian", False)) != gaussian:
         need = "a VAE with the Gaussian decoder" if gaussian else "a VAE with the Bernoulli decoder"
@@ -80,11 +93,7 @@ def reconstruction_loss(ctx: JobContext, vae, images, samples: int = 0, seed: in
     _check_validator(vae, False, "reconstruction loss")
     out = []
     with torch.inference_mode():
-        for x in _batches(ctx, images, "SelfOracle reconstruction loss"):
-            flat = x.reshape(len(x), -1).to(vae.device)
-            finite = torch.isfinite(flat).all(dim=1)
-            flat = torch.nan_to_num(flat, nan=0.0, posinf=1.0, neginf=0.0).clamp(0, 1)
-            mu, logvar = vae.posterior(flat)
+        for x, flat, finite, mu, logvar in _posteriors(ctx, vae, images, "SelfOracle reconstruction loss"):
             noise = posterior_noise(x.numpy(), (len(x), max(samples, 0) * mu.shape[1]), seed).to(mu.device)
             draws = [mu] if samples <= 0 else [
                 mu + noise[:, k * mu.shape[1]:(k + 1) * mu.shape[1]] * torch.exp(0.5 * logvar) for k in range(samples)]
@@ -104,11 +113,7 @@ def reconstruction_probability(ctx: JobContext, vae, images, use_mean: bool = Fa
     _check_validator(vae, True, "reconstruction probability")
     out = []
     with torch.inference_mode():
-        for x in _batches(ctx, images, "DAIV reconstruction probability"):
-            flat = x.reshape(len(x), -1).to(vae.device)
-            finite = torch.isfinite(flat).all(dim=1)
-            flat = torch.nan_to_num(flat, nan=0.0, posinf=1.0, neginf=0.0).clamp(0, 1)
-            mu, logvar = vae.posterior(flat)
+        for x, flat, finite, mu, logvar in _posteriors(ctx, vae, images, "DAIV reconstruction probability"):
             z = mu if use_mean else mu + posterior_noise(x.numpy(), mu.shape, seed).to(mu.device) * torch.exp(
                 0.5 * logvar)
             mean, pixel_logvar = vae.likelihood(z)

@@ -55,11 +55,6 @@ def interleaved(pairs: list[Pair]) -> list[Pair]:
     return out
 
 
-def job_stopping(view) -> bool:
-    """Whether the view's search was asked to stop (its status says so until it has)."""
-    return not view.run_button.isEnabled()
-
-
 def pairs_from_arrays(arrays: dict) -> list[Pair]:
     """The gallery's pairs of a generated set's arrays, with the proxies' verdicts when it has them."""
     if not arrays:
@@ -385,8 +380,9 @@ class GenerationView(QWidget):
             objective=self.objective_box.currentData(), layer=self.selection.layer, m=self.m_box.value())
         self.judging = self.proxies_box.isChecked()
         mine = (lambda id=job.record.id: self._current_id() == id)  # a stale search's signals leave the view alone
+        # (a disabled button means a stop was asked: the status says "Stopping" until the search has ended)
         job.partial.connect(lambda result: mine() and self._on_seed(result))
-        job.progress.connect(lambda done, total, message: mine() and not job_stopping(self) and
+        job.progress.connect(lambda done, total, message: mine() and self.run_button.isEnabled() and
                              self.status.setText(message))
         job.finished.connect(lambda result: mine() and self._on_finished(result))
         job.failed.connect(lambda exc: mine() and self._on_failed(exc))
