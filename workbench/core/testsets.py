@@ -5,7 +5,8 @@ where its inputs come from, optional per-input columns and stable input ids. Its
 
 - a dataset split (`fashion-mnist:test`);
 - a subset of another set, by a rule: `first=N`, `class=C`, `sample=N seed=S`, `indices=…`,
-  `correct` or `misclassified` (for a model);
+  `correct` or `misclassified` (for a model), or a human-validated subset: `valid`,
+  `valid-preserving` or `valid-misbehaviours` (from the project's label store, see `labeling.validated`);
 - a stored artifact of the project: an attack pool, `fp_test`, fuzzer tests, a selection — and
   any future kind that stores images `x` and labels `y`.
 
@@ -27,8 +28,9 @@ import numpy as np
 
 from workbench.core.data import Dataset, Split, as_image_array, as_labels
 from workbench.core.errors import WorkbenchError
+from workbench.core.labeling.study import SUBSETS as HUMAN_SUBSETS
 
-SUBSET_RULES = ("first", "class", "sample", "indices", "correct", "misclassified")
+SUBSET_RULES = ("first", "class", "sample", "indices", "correct", "misclassified", *HUMAN_SUBSETS)
 #: Arrays of a stored test set that are not per-input columns.
 RESERVED_ARRAYS = ("x", "y", "images", "labels", "ids")
 _SUBSET = re.compile(r"^(?P<base>.+)\[(?P<rule>[^\[\]]*)\]$")
@@ -207,7 +209,8 @@ def _rule_options(rule: str) -> tuple[str, dict[str, str]]:
     how = parts[0].partition("=")[0].strip().lower()
     if how not in SUBSET_RULES:
         raise WorkbenchError(f"Unknown subset rule {how!r}.",
-                             "Use first=N, class=C, sample=N seed=S, indices=1,2,5-9, correct or misclassified.")
+                             "Use first=N, class=C, sample=N seed=S, indices=1,2,5-9, correct, misclassified, "
+                             f"or a human-validated subset: {', '.join(HUMAN_SUBSETS)}.")
     return how, options
 
 
@@ -249,8 +252,9 @@ def _class_indices(text: str, testset: TestSet) -> np.ndarray:
     return np.flatnonzero(np.isin(testset.labels, wanted)).astype(np.int64)
 
 
-def apply_rule(testset: TestSet, rule: str, model=None, ctx=None) -> TestSet:
-    """The subset of `testset` that `rule` picks; `correct` and `misclassified` need the `model`."""
+def apply_rule(testset: TestSet, rule: str, model=None, ctx=None, project=None) -> TestSet:
+    """The subset of `testset` that `rule` picks; `correct` and `misclassified` need the `model`, the
+    human-validated subsets the `project` whose label store holds the answers."""
     from workbench.core.sampling import seeded_sample
 
     how, options = _rule_options(rule)
@@ -266,6 +270,12 @@ def apply_rule(testset: TestSet, rule: str, model=None, ctx=None) -> TestSet:
         indices = np.arange(n) if picked is None else picked
     elif how == "indices":
         indices = _index_list(options["indices"], n)
+    elif how in HUMAN_SUBSETS:
+        from workbench.core.labeling.validated import human_subset
+
+        if project is None:
+            raise WorkbenchError(f"The subset [{how}] is read from a project's labels.", "Open the project first.")
+        indices = human_subset(project, testset, how)
     else:
         if model is None:
             raise WorkbenchError(f"The subset [{how}] depends on a model's predictions.", "Choose a model first.")
@@ -326,7 +336,7 @@ def resolve(project, text: str, dataset: Dataset | None = None, model=None, ctx=
     match = _SUBSET.match(text)
     if match:
         parent = resolve(project, match["base"], dataset, model, ctx, download, _depth + 1)
-        return apply_rule(parent, match["rule"], model, ctx)
+        return apply_rule(parent, match["rule"], model, ctx, project)
     class_names = list(dataset.class_names) if dataset is not None else None
     entries = {t["name"]: t for t in project.testsets} if project is not None else {}
     entry = entries.get(text)

@@ -55,6 +55,8 @@ ACTIONS: tuple[ActionSpec, ...] = (
                "Generative models as test-input search spaces: their cards, samples, latent walks and training"),
     ActionSpec("view_generation", "Ge&neration", "View", "Ctrl+8",
                "Search generators' latent spaces for inputs the classifier misbehaves on, with validity proxies"),
+    ActionSpec("view_labelling", "&Labelling", "View", "Ctrl+9",
+               "Judge generated inputs for validity with the keyboard: blind, several raters, agreement and proxies"),
     ActionSpec("close_view", "&Close view", "View", "Ctrl+W", "Close the current tab (reopen it from this menu)"),
     ActionSpec("toggle_project_dock", "&Project panel", "View", "Ctrl+Shift+P", checkable=True,
                separator_before=True),

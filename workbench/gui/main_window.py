@@ -34,6 +34,7 @@ from workbench.gui.view_settings import ViewSettings
 from workbench.gui.views.coverage_view import CoverageView
 from workbench.gui.views.data_view import DataView
 from workbench.gui.views.generation_view import GenerationView
+from workbench.gui.views.labeling_view import LabelingView
 from workbench.gui.views.generators_view import GeneratorsView
 from workbench.gui.views.importance_view import ImportanceView
 from workbench.gui.views.model_view import ModelView
@@ -46,7 +47,7 @@ from workbench.gui.widgets.view_area import ViewArea
 
 VIEW_TITLES = {"data": "Data", "model": "Model", "training": "Training", "importance": "Importance",
                "coverage": "Coverage", "robustness": "Robustness", "generators": "Generators",
-               "generation": "Generation"}
+               "generation": "Generation", "labelling": "Labelling"}
 DEFAULT_SIZE = (1440, 900)
 PROJECT_WIDTH = 300  # the project dock's width until the user changes it: room for a result's label
 _open_windows: set["MainWindow"] = set()  # windows opened from another window, kept alive here
@@ -73,7 +74,8 @@ class MainWindow(QMainWindow):
                       "coverage": CoverageView(self.session, self.selection),
                       "robustness": RobustnessView(self.session, self.selection),
                       "generators": GeneratorsView(self.session, self.selection),
-                      "generation": GenerationView(self.session, self.selection)}
+                      "generation": GenerationView(self.session, self.selection),
+                      "labelling": LabelingView(self.session, self.selection)}
         self.view_area = ViewArea()  # the tabs ask for the shown view's width only, and scroll
         self.tabs = self.view_area.tabs
         self.tabs.setObjectName("viewTabs")
@@ -152,7 +154,8 @@ class MainWindow(QMainWindow):
             "view_coverage": lambda: self.show_view("coverage"),
             "view_robustness": lambda: self.show_view("robustness"),
             "view_generators": lambda: self.show_view("generators"),
-            "view_generation": lambda: self.show_view("generation"), "close_view": self.close_current_view,
+            "view_generation": lambda: self.show_view("generation"),
+            "view_labelling": lambda: self.show_view("labelling"), "close_view": self.close_current_view,
             "toggle_project_dock": self.project_dock.toggleViewAction(),
             "toggle_jobs_dock": self.jobs_dock.toggleViewAction(),
             "restore_layout": self.restore_default_layout, "full_screen": self.set_full_screen,
@@ -274,6 +277,7 @@ class MainWindow(QMainWindow):
         self.views["model"].train_requested.connect(lambda: self.show_view("training"))
         self.views["training"].trained.connect(lambda _: self.show_view("training"))
         self.views["generation"].open_in_coverage.connect(self.measure_in_coverage)
+        self.views["labelling"].open_in_coverage.connect(self.measure_in_coverage)
 
     def measure_in_coverage(self, testset: str) -> None:
         """Show the Coverage view with the stored test set `testset` among its measured sets."""

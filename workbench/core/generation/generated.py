@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from workbench.core.errors import Cancelled, WorkbenchError
+from workbench.core.generation.protocol import TOOLS
 from workbench.core.generation.tig import BUDGET, GenerationRun, generate
 from workbench.core.generation.training import dataset_spec
 from workbench.core.jobs import JobContext
@@ -39,7 +40,6 @@ CSV_COLUMNS = ("Filename", "Tool", "Mutation_extent", "Seed", "Iteration", "Expe
 #: every column a generated set must hold to be shown, summed up and exported
 REQUIRED = ("x", "y", "generator", "kind", "extent", "seed", "generations", "found", "finished", "predicted",
             "seed_x", "fitness")
-TOOLS = {"vae": "vae", "gan": "gan", "diffusion": "dm"}
 
 
 @dataclass

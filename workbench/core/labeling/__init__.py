@@ -1,0 +1,1 @@
+"""Human validity labelling: the label store, consensus, agreement, studies and exchange files."""
