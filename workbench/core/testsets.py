@@ -402,7 +402,24 @@ def list_testsets(project) -> list[TestSetInfo]:
         source = (Source("subset", dataset, parent=str(how.get("of", "")), rule=str(how.get("rule", "")))
                   if role == "subset" else Source("stored", dataset, artifact=name, role=role))
         out.append(TestSetInfo(name, source, _stored_size(project, name, entry), entry.get("problem", ""), how))
+    out += _human_subsets(project, {info.name: info for info in out})
     return out
+
+
+def _human_subsets(project, listed: dict[str, TestSetInfo]) -> list[TestSetInfo]:
+    """The human-validated subsets of every labelled set (their sizes change with the answers: not listed)."""
+    from workbench.core.labeling.label_store import LabelStore, store_path
+
+    path = store_path(project)
+    if not path.exists():
+        return []
+    try:
+        with LabelStore(path, read_only=True) as store:
+            labelled = [name for name in store.labelled_testsets() if name in listed]
+    except WorkbenchError:
+        return []  # a damaged store is reported where labels are read, not in every listing
+    return [TestSetInfo(f"{name}[{which}]", Source("subset", listed[name].source.dataset, parent=name, rule=which),
+                        extra={"human": which}) for name in labelled for which in HUMAN_SUBSETS]
 
 
 def _stored_size(project, name: str, entry: dict) -> int | None:

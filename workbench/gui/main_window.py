@@ -278,12 +278,19 @@ class MainWindow(QMainWindow):
         self.views["training"].trained.connect(lambda _: self.show_view("training"))
         self.views["generation"].open_in_coverage.connect(self.measure_in_coverage)
         self.views["labelling"].open_in_coverage.connect(self.measure_in_coverage)
+        self.views["generation"].open_in_labelling.connect(self.label)
+        self.project_panel.label_requested.connect(self.label)
 
     def measure_in_coverage(self, testset: str) -> None:
         """Show the Coverage view with the stored test set `testset` among its measured sets."""
         coverage = self.views["coverage"]
         coverage.add_stored_set(testset)
         self.show_view("coverage")
+
+    def label(self, testset: str) -> None:
+        """Show the Labelling view with the test set `testset` chosen."""
+        self.views["labelling"].choose(testset)
+        self.show_view("labelling")
 
     # --- start-up --------------------------------------------------------------------------------------
 

@@ -50,6 +50,7 @@ class ProjectItem(QTreeWidgetItem):
 class ProjectPanel(QWidget):
     open_requested = Signal(str, dict)  # kind, payload
     evaluate_requested = Signal(str)  # model name
+    label_requested = Signal(str)  # a test set to label
     message = Signal(str)  # a confirmation for the status bar
 
     def __init__(self, session: Session, selection: Selection, parent: QWidget | None = None):
@@ -252,6 +253,9 @@ class ProjectPanel(QWidget):
                            lambda: self.evaluate_requested.emit(item.payload["name"]))
         elif item.kind == "testset":
             menu.addAction("Browse images", lambda: self._activate(item)).setEnabled("problem" not in item.payload)
+            label = menu.addAction("Label…", lambda: self.label_requested.emit(item.payload["name"]))
+            label.setToolTip("Judge its inputs for validity in the Labelling view")
+            label.setEnabled("problem" not in item.payload)
         elif item.kind == "result":
             menu.addAction("Open", lambda: self._activate(item))
         elif item.kind == "problem":

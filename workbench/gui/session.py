@@ -223,6 +223,12 @@ class Session(QObject):
             self._infos, self._infos_of = list_testsets(self.project), self.project.settings
         return self._infos
 
+    def relist_testsets(self) -> None:
+        """List the test sets again although the settings did not change (a first answer for a set makes its
+        human-validated subsets), and tell the views."""
+        self._infos_of = None
+        self.project_changed.emit()
+
     def stored_testsets(self, spec: str) -> list:
         """The project's stored test sets that can be measured with dataset `spec` (`TestSetInfo`s)."""
         names = self.dataset_names(spec) | {""}

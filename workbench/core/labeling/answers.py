@@ -108,4 +108,4 @@ def parse_answer(text: str) -> str | None:
         number = float(text)
     except ValueError:
         return text
-    return str(int(number)) if number == int(number) else text  # "3.0" from a spreadsheet is class 3
+    return str(int(number)) if number.is_integer() else text  # "3.0" from a spreadsheet is class 3; "inf" is text

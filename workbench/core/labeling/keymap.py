@@ -33,7 +33,7 @@ _NAMED_KEYS = {"Space", "Left", "Right", "Up", "Down", "Return", "Enter", "Tab",
 def normalise_key(text: str) -> str:
     """`ctrl+shift+z` → `Ctrl+Shift+Z`: modifiers in Qt's order, then one key."""
     parts = [p.strip() for p in str(text).split("+")]
-    if text.endswith("+"):  # "Shift++" names the plus key
+    if len(parts) > 1 and parts[-1] == parts[-2] == "":  # "Shift++" names the plus key; "Ctrl+" names none
         parts = parts[:-2] + ["+"]
     if not parts or not parts[-1]:
         raise WorkbenchError(f"The key {text!r} names no key.", "Write a key such as X, Left or Ctrl+Z.")

@@ -144,7 +144,10 @@ class LabelStore:
         meta = dict(self._db.execute("SELECT key, value FROM meta"))
         if meta.get("format") != FORMAT:
             raise sqlite3.DatabaseError("its format mark is missing")
-        version = int(meta.get("schema_version", "0"))
+        try:
+            version = int(meta.get("schema_version", "0"))
+        except ValueError:  # a damaged mark, not a newer store
+            raise sqlite3.DatabaseError(f"its schema version {meta['schema_version']!r} is not a number") from None
         if version > SCHEMA_VERSION:
             self._db.close()
             raise WorkbenchError(f"The label store {self.path} has schema version {version}; this workbench reads "

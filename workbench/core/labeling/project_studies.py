@@ -64,7 +64,7 @@ def check_images(project, setup: StudySetup) -> CheckImages:
         return CheckImages(setup.testset.images[:0], np.zeros(0, np.int64), np.zeros(0, str))
     split = resolve(project, f"{spec}:test" if ":" not in spec else spec, setup.dataset)
     chosen = seeded_sample(len(split), min(needed, len(split)), [int(setup.settings["seed"]), 0xC4EC], always=True)
-    return CheckImages(np.asarray(split.images[chosen]), split.labels[chosen], split.ids[chosen])
+    return CheckImages(split.numpy(chosen), split.labels[chosen], split.ids[chosen])
 
 
 def start_session(project, store: LabelStore, setup: StudySetup, rater: str, mode: str = "blind",

@@ -80,6 +80,8 @@ class GenerationView(QWidget):
                   "found_only_box", "zoom_box")
     #: a generated set to measure in the Coverage view (its test-set name)
     open_in_coverage = Signal(str)
+    #: a generated set to label for validity (its test-set name)
+    open_in_labelling = Signal(str)
 
     def __init__(self, session: Session, selection: Selection, parent: QWidget | None = None):
         super().__init__(parent)
@@ -193,13 +195,18 @@ class GenerationView(QWidget):
         self.coverage_button.setToolTip("Open the Coverage view with the generated set among its test sets")
         self.coverage_button.clicked.connect(lambda: self.result and self.result.saved
                                              and self.open_in_coverage.emit(self.result.name))
-        for button in (self.export_png_button, self.export_csv_button, self.coverage_button):
+        self.label_button = QPushButton("Label…")
+        self.label_button.setToolTip("Judge the generated inputs for validity in the Labelling view")
+        self.label_button.clicked.connect(lambda: self.result and self.result.saved
+                                          and self.open_in_labelling.emit(self.result.name))
+        for button in (self.export_png_button, self.export_csv_button, self.coverage_button, self.label_button):
             button.setEnabled(False)
         tools = QHBoxLayout()
         tools.addWidget(self.found_only_box)
         tools.addWidget(self.gallery_status, 1)
         tools.addWidget(self.zoom_box)
         tools.addWidget(self.coverage_button)
+        tools.addWidget(self.label_button)
         tools.addWidget(self.export_csv_button)
         tools.addWidget(self.export_png_button)
         self.gallery = PairGallery()
@@ -365,7 +372,7 @@ class GenerationView(QWidget):
         self.gallery.unjudged = "proxies: judged at the end" if self.proxies_box.isChecked() else "proxies: off"
         self.gallery.clear()
         self.table.setRowCount(0)
-        for button in (self.export_png_button, self.export_csv_button, self.coverage_button):
+        for button in (self.export_png_button, self.export_csv_button, self.coverage_button, self.label_button):
             button.setEnabled(False)
         self.status.setText(f"Searching {len(generators)} generator(s) from {seeds} seeds each…")
         self.run_button.setText("Stop")
@@ -418,6 +425,7 @@ class GenerationView(QWidget):
         self.export_png_button.setEnabled(has)
         self.export_csv_button.setEnabled(has)
         self.coverage_button.setEnabled(result.saved)
+        self.label_button.setEnabled(result.saved)
 
     def _on_failed(self, exc) -> None:
         self._ready_to_run()

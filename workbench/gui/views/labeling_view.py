@@ -177,7 +177,8 @@ class LabelingView(QWidget):
                                     "misbehaves on; any other set is labelled whole")
         self.rater_edit = QLineEdit(str(app_settings().value(RATER_KEY, "") or _login()))
         self.rater_edit.setObjectName("raterName")
-        self.rater_edit.setToolTip("Your name or initials: every answer is stored under it")
+        self.rater_edit.setToolTip("Your name or initials: every answer is stored under it (Enter starts)")
+        self.rater_edit.returnPressed.connect(self.start)
         self.mode_box = QComboBox()
         self.mode_box.addItem("Blind", "blind")
         self.mode_box.addItem("Review", "review")
@@ -490,6 +491,8 @@ class LabelingView(QWidget):
                             + (f" and {len(checks)} attention checks" if len(checks) else "")
                             + (f"; resumed after {resumed} answers" if resumed else "") + ".")
         self.question_label.setText(setup.options.question)
+        if not any(i.name.startswith(f"{setup.name}[") for i in self.session.testset_infos()):
+            self.session.relist_testsets()  # its human-validated subsets are test sets once it is labelled
         self.show_entry()
         self._tick.start()
         self.canvas.setFocus()

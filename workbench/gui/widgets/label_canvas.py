@@ -19,11 +19,14 @@ CACHE_LIMIT = 16
 
 
 def image_pixmap(image: np.ndarray, zoom: int) -> QPixmap:
-    """An image (C×H×W or H×W, values 0–1) as a pixmap enlarged `zoom` times, nearest neighbour."""
-    array = np.asarray(image, dtype=np.float32)
+    """An image (C×H×W or H×W; floats 0–1, or bytes 0–255 as a split stores them) as a pixmap enlarged
+    `zoom` times, nearest neighbour."""
+    array = np.asarray(image)
     if array.ndim == 3:
         array = array[0] if array.shape[0] == 1 else np.moveaxis(array[:3], 0, -1)
-    pixels = np.ascontiguousarray(np.clip(np.nan_to_num(array) * 255 + 0.5, 0, 255).astype(np.uint8))
+    if array.dtype != np.uint8:
+        array = np.clip(np.nan_to_num(array.astype(np.float32)) * 255 + 0.5, 0, 255).astype(np.uint8)
+    pixels = np.ascontiguousarray(array)
     h, w = pixels.shape[:2]
     if pixels.ndim == 2:
         qimage = QImage(pixels.data, w, h, w, QImage.Format.Format_Grayscale8)
