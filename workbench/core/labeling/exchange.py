@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -224,10 +225,9 @@ def import_csv(path: str | Path, min_raters: int = 2) -> ImportedStudy:
 
 def _is_number(text: str) -> bool:
     try:
-        float(text)
+        return math.isfinite(float(text))  # "nan" or "inf" in ITER is no iteration count
     except ValueError:
         return False
-    return True
 
 
 def _consensus_text(text: str) -> str:

@@ -118,6 +118,10 @@ class LabellingSession:
         answered = [i for i, item in enumerate(self.items) if item.input_id in self._mine]
         return float(self.disagreement[answered].sum()) / total
 
+    def upcoming(self) -> Entry:
+        """The entry an answer to the current one advances to (shown before the answer is committed)."""
+        return self.queue[self._first_unanswered(self.position + 1)]
+
     def _first_unanswered(self, start: int) -> int:
         n = len(self.queue)
         for step in range(n):

@@ -89,6 +89,11 @@ def _fill(table: QTableWidget, rows: list[list], first_number: int) -> None:
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             table.setItem(r, c, item)
     table.resizeColumnsToContents()
+    table.resizeRowsToContents()
+    # as tall as its rows (up to a dozen), so the panel's other figures stay in view
+    rows_height = sum(table.rowHeight(r) for r in range(min(len(rows), 12)))
+    table.setFixedHeight(table.horizontalHeader().height() + rows_height + 2 * table.frameWidth() + 2
+                         + (table.horizontalScrollBar().sizeHint().height() if len(rows) else 0))
 
 
 def summary_tables(summary: dict) -> tuple[list[list], list[list]]:
@@ -335,11 +340,12 @@ class LabelingView(QWidget):
         panel.setContentsMargins(0, 0, 0, 0)
         panel.addWidget(self.study_title)
         panel.addWidget(QLabel("Consensus per generator and extent (human judgements)"))
-        panel.addWidget(self.rates_table, 2)
+        panel.addWidget(self.rates_table)
         panel.addWidget(self.agreement_label)
         panel.addWidget(QLabel("Validity proxies against the human consensus (proxies, not verdicts)"))
-        panel.addWidget(self.proxy_table, 2)
+        panel.addWidget(self.proxy_table)
         panel.addWidget(self.checks_label)
+        panel.addStretch(1)
 
         self.tabs = QTabWidget()
         self.tabs.setObjectName("labelTabs")
@@ -581,6 +587,11 @@ class LabelingView(QWidget):
         s = self.labelling
         if s is None:
             return
+        if self.auto_box.isChecked():
+            # the next image is painted first: the rater never waits for the answer's commit to disk
+            upcoming = s.upcoming()
+            self.canvas.show_image((upcoming.kind, upcoming.index), s.image(upcoming))
+            self.canvas.repaint()
         try:
             s.answer(answer, advance=self.auto_box.isChecked())
         except WorkbenchError as exc:

@@ -9,6 +9,8 @@ view looks up in the key map. Pixmaps of the entries about to be shown are made 
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QColor, QImage, QKeySequence, QPainter, QPen, QPixmap
@@ -49,6 +51,7 @@ class LabelCanvas(QWidget):
         self.shown_key = None  # what the shown pixmap is of
         self.frame = QColor(0, 0, 0, 0)  # a coloured frame (review mode: the consensus)
         self.message = ""
+        self.painted_at = 0.0  # perf_counter() of the last paint of an image (for the benchmark)
         self._cache: dict = {}
 
     def sizeHint(self) -> QSize:
@@ -98,6 +101,7 @@ class LabelCanvas(QWidget):
             painter.setPen(QPen(self.frame, 4))
             painter.drawRect(x - 4, y - 4, self.pixmap.width() + 7, self.pixmap.height() + 7)
         painter.drawPixmap(x, y, self.pixmap)
+        self.painted_at = time.perf_counter()
         if self.hasFocus():
             painter.setPen(QPen(self.palette().highlight().color(), 1, Qt.PenStyle.DashLine))
             painter.drawRect(self.rect().adjusted(1, 1, -2, -2))
