@@ -88,7 +88,7 @@ def keeps_label(answer: str, expected: str) -> bool:
 
 
 _INVALID_TEXT = re.compile(r"^\s*(not\s+an?\s+|invalid)", re.IGNORECASE)
-_DIFFERENT_TEXT = re.compile(r"\bdifferent\b|\bsomething else\b|\bother\b", re.IGNORECASE)
+_DIFFERENT_TEXT = re.compile(r"\bdifferent\b|\bsomething else\b", re.IGNORECASE)
 
 
 def parse_answer(text: str) -> str | None:

@@ -2,7 +2,8 @@
 
 The CSV has the benchmark's columns — `Image URL, ID, DATASET, TOOL, MUT_EXT, ITER, Expected,
 Predicted, ASS 1 … ASS n, Misclass Human 1 … n, Valid Human 1 … n, Validity?, Label Preservation?`
-— with the stable input id as the image URL; raters are numbered in the order they first answered.
+— with the stable input id as the image URL; raters are numbered in the order they first answered. A file
+has no generator column, so a study read back is grouped by TOOL (vae, gan, dm) and extent.
 `Valid Human n` is 1 when rater n chose the invalid option (inverted, as the benchmark has it) and
 `Misclass Human n` 1 when their answer is not the expected label. With more than two raters the
 majority consensus follows in two more columns. The JSON holds everything: the study's settings,

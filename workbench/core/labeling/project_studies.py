@@ -79,8 +79,8 @@ def start_session(project, store: LabelStore, setup: StudySetup, rater: str, mod
 def current_study(project, setup: StudySetup) -> Study:
     """The study with the current answers of all its raters, read from the store now."""
     with open_store(project) as store:
-        rows = store.current(setup.name)
-    return Study(setup.name, setup.items, rows, int(setup.settings["min_raters"]))
+        rows, order = store.current(setup.name), store.raters(setup.name)
+    return Study(setup.name, setup.items, rows, int(setup.settings["min_raters"]), order)
 
 
 def load_study(project, name: str, dataset=None) -> tuple[StudySetup, Study]:

@@ -107,21 +107,25 @@ class CheckResult:
 class Study:
     """The items of a test set and the current answers of its raters (`rows` from the label store)."""
 
-    def __init__(self, name: str, items: list[StudyItem], rows=(), min_raters: int = 2):
+    def __init__(self, name: str, items: list[StudyItem], rows=(), min_raters: int = 2, order: list[str] = ()):
+        """`order`: the raters in the order they first answered (the label store's `raters`); the raters of
+        a study are those who answered an item, attention checks aside."""
         self.name = name
         self.items = items
         self.min_raters = min_raters
-        self.raters: list[str] = []
         self.answers: dict[str, dict[str, str]] = {}  # input id → rater → answer
         self.check_rows: list = []
         known = {item.input_id for item in items}
+        answered: list[str] = []
         for row in rows:
-            if row.rater not in self.raters:
-                self.raters.append(row.rater)
             if row.check_class is not None:
                 self.check_rows.append(row)
             elif row.input_id in known:
                 self.answers.setdefault(row.input_id, {})[row.rater] = row.answer
+                if row.rater not in answered:
+                    answered.append(row.rater)
+        first = {rater: k for k, rater in enumerate(order)}
+        self.raters: list[str] = sorted(answered, key=lambda r: first.get(r, len(first)))
 
     @classmethod
     def from_answers(cls, name: str, items: list[StudyItem], raters: list[str], answers: dict[str, dict[str, str]],
@@ -229,7 +233,7 @@ class Study:
         for row in self.check_rows:
             newest[(row.rater, row.input_id)] = row
         out = []
-        for rater in self.raters:
+        for rater in dict.fromkeys([*self.raters, *(who for who, _ in newest)]):
             mine = [r for (who, _), r in newest.items() if who == rater and r.answer is not None]
             out.append(CheckResult(rater, len(mine), sum(r.answer != str(r.check_class) for r in mine)))
         return out
