@@ -199,3 +199,26 @@ def test_review_mode_shows_the_consensus_agreement_and_proxies(qtbot, settled_wi
     view.import_from(str(path))
     qtbot.waitUntil(lambda: view.imported is not None, timeout=TIMEOUT_MS)
     assert "equal the recomputed consensus" in view.study_title.text() and view.tabs.currentIndex() == 1
+
+
+def test_label_from_the_project_panel_and_measure_a_validated_subset(qtbot, settled_window):
+    window = settled_window
+    make_generated_set(window)
+    panel = window.project_panel
+    item = next(i for i in panel.items("testset") if i.payload["name"] == "generated-test")
+    panel.menu_action(item, "Label…").trigger()
+    view = window.views["labelling"]
+    assert window.tabs.currentWidget() is view and view.testset_box.currentData() == "generated-test"
+    view = start(qtbot, window, rater="ann")
+    while not view.labelling.done:
+        entry = view.labelling.entry
+        key(qtbot, view, str(view.labelling.check_class(entry)) if entry.kind == "check" else "D")
+    # Once labelled, its human-validated subsets are test sets of the project panel.
+    qtbot.waitUntil(lambda: any(i.payload["name"] == "generated-test[valid]" for i in panel.items("testset")),
+                    timeout=TIMEOUT_MS)
+    view.subset_box.setCurrentIndex(view.subset_box.findData("valid"))
+    qtbot.mouseClick(view.coverage_button, Qt.MouseButton.LeftButton)
+    coverage = window.views["coverage"]
+    assert window.tabs.currentWidget() is coverage
+    qtbot.waitUntil(lambda: coverage.set_keys is not None and "stored:generated-test[valid]" in coverage.set_keys,
+                    timeout=TIMEOUT_MS)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from contextlib import contextmanager
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -179,18 +180,15 @@ class LabelStore:
         if made_elsewhere:
             self._check_existing()
 
+    @contextmanager
     def _transaction(self):
-        db = self._db
-
-        class _Transaction:
-            def __enter__(self):
-                db.execute("BEGIN IMMEDIATE")
-
-            def __exit__(self, kind, exc, tb):
-                db.execute("COMMIT" if kind is None else "ROLLBACK")
-                return False
-
-        return _Transaction()
+        self._db.execute("BEGIN IMMEDIATE")  # the write lock from the start: no other writer slips in between
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
 
     def close(self) -> None:
         if self._db is not None:

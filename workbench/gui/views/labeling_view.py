@@ -163,7 +163,7 @@ class LabelingView(QWidget):
         super().__init__(parent)
         self.setObjectName("labelingView")
         self.session, self.selection = session, selection
-        self.jobs = KeyedJobs(session.runner, self)
+        self.jobs = KeyedJobs(session.runner, self, keep=8)  # summaries are keyed by when they were asked
         self.setup = None  # the StudySetup being labelled
         self.labelling: LabellingSession | None = None
         self.store: LabelStore | None = None
@@ -174,6 +174,8 @@ class LabelingView(QWidget):
         self.imported = None  # an ImportedStudy shown in the study panel instead of the project's
         self.last_key_ms: float | None = None  # key press to the next image, for the benchmark
         self._resume_tried = False
+        self._subsets_listed = False  # whether the project lists the study's human-validated subsets
+        self._summaries = 0  # summaries asked for
 
         # --- the study form ----------------------------------------------------------------------------
         self.testset_box = QComboBox()
@@ -497,8 +499,7 @@ class LabelingView(QWidget):
                             + (f" and {len(checks)} attention checks" if len(checks) else "")
                             + (f"; resumed after {resumed} answers" if resumed else "") + ".")
         self.question_label.setText(setup.options.question)
-        if not any(i.name.startswith(f"{setup.name}[") for i in self.session.testset_infos()):
-            self.session.relist_testsets()  # its human-validated subsets are test sets once it is labelled
+        self._subsets_listed = False
         self.show_entry()
         self._tick.start()
         self.canvas.setFocus()
@@ -601,6 +602,11 @@ class LabelingView(QWidget):
         self._answers_changed()
 
     def _answers_changed(self) -> None:
+        if not self._subsets_listed and self.labelling is not None and self.labelling.answered():
+            # the first answer makes the set's human-validated subsets test sets of the project
+            self._subsets_listed = True
+            if not any(i.name == f"{self.setup.name}[valid]" for i in self.session.testset_infos()):
+                self.session.relist_testsets()
         if self.mode == "review":
             self._refresh.start()
 
@@ -691,8 +697,9 @@ class LabelingView(QWidget):
         if self.setup is None or self.imported is not None:
             return
         setup = self.setup
-        self.jobs.run(("summary", setup.name), f"Label statistics of {setup.name}", _summarise,
-                      self.session.project, setup, uses_device=False, lane=IO, view="labelling",
+        self._summaries += 1  # a refresh reads the answers as they are now: it never joins an older read
+        self.jobs.run(("summary", setup.name, self._summaries), f"Label statistics of {setup.name}", _summarise,
+                      self.session.project, setup, group="summary", uses_device=False, lane=IO, view="labelling",
                       report_errors=False, then=lambda result: self._show_summary(result, setup.name))
 
     def _show_summary(self, result, name: str) -> None:
