@@ -222,3 +222,22 @@ def test_label_from_the_project_panel_and_measure_a_validated_subset(qtbot, sett
     assert window.tabs.currentWidget() is coverage
     qtbot.waitUntil(lambda: coverage.set_keys is not None and "stored:generated-test[valid]" in coverage.set_keys,
                     timeout=TIMEOUT_MS)
+
+
+def test_a_damaged_label_store_is_reported_and_left_untouched(qtbot, settled_window):
+    window = settled_window
+    make_generated_set(window)
+    path = store_path(window.session.project)
+    path.write_bytes(b"these are not answers " * 64)
+    before = path.read_bytes()
+    qtbot.keyClick(window, Qt.Key.Key_9, Qt.KeyboardModifier.ControlModifier)
+    view = window.views["labelling"]
+    view.choose("generated-test")
+    view.rater_edit.setText("ann")
+    qtbot.keyClick(view.rater_edit, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: "damaged" in view.status.text(), timeout=TIMEOUT_MS)
+    assert view.labelling is None and "left untouched" in view.status.text()
+    assert path.read_bytes() == before and view.start_button.isEnabled()
+    # The rest of the window works on.
+    qtbot.keyClick(window, Qt.Key.Key_8, Qt.KeyboardModifier.ControlModifier)
+    assert window.tabs.currentWidget() is window.views["generation"]
