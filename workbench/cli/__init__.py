@@ -1,6 +1,6 @@
 """The command line: `workbench [gui|info|train|evaluate|importance|coverage|attack|fol|uncertainty|select|fuzz|
 retrain|converge|experiment|train-generator|generators|generate|train-validators|validity|label-stats|label-export|
-label-import] ...`; no sub-command opens the GUI.
+label-import|compare|combine] ...`; no sub-command opens the GUI.
 
 One module per command group registers its sub-commands (`add_parsers`) beside the commands
 themselves; `common` holds what they share. Every command calls the same core job functions the
@@ -14,11 +14,12 @@ import argparse
 import os
 import sys
 
-from workbench.cli import (coverage, generation, gui, importance, info, labeling, pools, retraining, training,
-                           uncertainty, validity)
+from workbench.cli import (comparison, coverage, generation, gui, importance, info, labeling, pools, retraining,
+                           training, uncertainty, validity)
 from workbench.cli.common import EXIT_CANCELLED, EXIT_ERROR
 
-GROUPS = (gui, info, training, importance, coverage, pools, uncertainty, retraining, generation, validity, labeling)
+GROUPS = (gui, info, training, importance, coverage, pools, uncertainty, retraining, generation, validity, labeling,
+          comparison)
 #: Commands that do not compute with models and data, so plugins are not loaded for them.
 WITHOUT_PLUGINS = ("gui", "info", "label-import")
 

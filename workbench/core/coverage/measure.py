@@ -554,6 +554,29 @@ def measure_groups(ctx: JobContext, model, dataset, test_split, test_indices, la
     return measured
 
 
+def input_profiles(ctx: JobContext, model, dataset, test: Split, results: dict[str, CoverageResult],
+                   batch_size: int = 500) -> dict[str, np.ndarray]:
+    """Per criterion of `results` (fitted by `measure_coverage`), what each input of `test` covers
+    (`Criterion.profile`: IDC's combination code, NC's covered neurons, KMNC's section per neuron, …),
+    in one pass over the inputs with the activations captured as the coverage job captures them. The
+    criteria's covered items are left as they were."""
+    catalogue = layer_catalogue(model.module, dataset.image_shape)
+    entries = [(key, r.criterion, r.provenance.get("activation_point", "post")) for key, r in results.items()]
+    defs = _definitions(entries, catalogue)
+    parts: dict[str, list] = {key: [] for key, _, _ in entries}
+    total = len(test)
+    ctx.progress(0, total, "coverage profiles")
+    for start, acts, predictions in stream_activations(ctx.quiet(), model.module, test, list(defs.values()),
+                                                       dataset.image_shape, batch_size):
+        ctx.check()
+        labels = np.asarray(test.labels[start:start + len(predictions)], dtype=np.int64)
+        feeds = _feeds(entries, defs, catalogue, acts)
+        for key, criterion, _ in entries:
+            parts[key].append(criterion.profile(feeds[key], labels, predictions))
+        ctx.progress(start + len(predictions), total, "coverage profiles")
+    return {key: np.concatenate(chunks) if chunks else np.zeros((0,)) for key, chunks in parts.items()}
+
+
 def kmnc_sections(ctx: JobContext, model, dataset, test_split, test_indices, kmnc,
                   point: str, batch_size: int = 500) -> np.ndarray:
     """(inputs, neurons) the KMNC section each measured input covers at each neuron (−1: none), in the

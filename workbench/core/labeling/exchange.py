@@ -82,20 +82,15 @@ def _write_csv(handle, header, rows) -> None:
 
 def _write(path: Path, fill) -> Path:
     """Write through a temporary file renamed into place, so a failed export leaves no half file."""
-    import os
-    import tempfile
+    from workbench.core.store import atomic_path
 
+    if not path.parent.is_dir():
+        raise WorkbenchError(f"The folder {path.parent} does not exist.", "Create it, or choose another file.")
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with atomic_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as handle:
+            fill(handle)
     except OSError as exc:
         raise WorkbenchError(f"Cannot write {path}: {exc.strerror}.", "Choose a folder you can write to.") from exc
-    try:
-        with os.fdopen(fd, "w", newline="", encoding="utf-8") as handle:
-            fill(handle)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return path
 
 

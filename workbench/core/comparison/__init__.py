@@ -1,0 +1,1 @@
+"""Comparing test sets: covered items per input, resampled figures, overlaps, set algebra and reports."""

@@ -1,0 +1,254 @@
+"""Comparing test sets: every figure of every set side by side, what each adds, and which gaps hold up.
+
+`compare_testsets` fits the criteria once (IDC on the chosen layer and m, and the classic criteria;
+fits are stored and reused), profiles every set (`profiles`, stored and reused), and computes from
+the profiles alone:
+
+- per set: size, class balance, accuracy and misbehaviours of the model, each criterion's coverage
+  ("28.9 % — 74 / 256"), mean and median FOL∞, mean DeepGini, mean and median novelty, and — where the
+  set is labelled or judged by the proxies — its validity rate and the coverage of its valid inputs
+  only (validity-aware coverage: a generator cannot buy coverage with invalid images);
+- per figure a seeded bootstrap interval (`resampling`);
+- per pair of sets and figure the difference with its bootstrap interval and, when the sizes differ,
+  the size-matched comparison (the larger set drawn down to the smaller's size); a difference is
+  *supported* only when its interval excludes 0 and, for coverage, the smaller set's value lies
+  outside the larger set's size-matched range on the same side;
+- what each set adds: the items only it covers, per criterion, the exact overlaps of all the sets
+  (an UpSet plot's bars) and the inputs that reach what no other chosen set reaches;
+- coverage growth curves and class distributions for the plots.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import combinations
+
+import numpy as np
+from scipy import sparse
+
+from workbench.core.comparison import items as cov
+from workbench.core.comparison import resampling as rs
+from workbench.core.comparison.profiles import (COMPARABLE, FOL_EPS, NOVELTY_SAMPLE, SetProfile, profile_testset,
+                                                 validity_mask)
+from workbench.core.errors import WorkbenchError
+from workbench.core.jobs import JobContext
+
+CRITERIA_TITLES = {"idc": "IDC", "nc": "NC", "kmnc": "KMNC", "nbc": "NBC", "snac": "SNAC", "tknc": "TKNC"}
+#: the mean-like figures of a set: (key, title, values of a profile)
+MEANS = (("accuracy", "accuracy", lambda p: p.correct.astype(np.float64)),
+         ("fol_mean", "mean FOL∞", lambda p: p.fol),
+         ("gini_mean", "mean DeepGini", lambda p: p.gini),
+         ("novelty_mean", "mean novelty (L2 to the nearest training input)", lambda p: p.novelty))
+MEDIANS = (("fol_median", "median FOL∞", lambda p: p.fol),
+           ("novelty_median", "median novelty", lambda p: p.novelty))
+
+
+@dataclass
+class Figure:
+    """One number of one set with its bootstrap interval (and the counts behind a coverage)."""
+
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+    covered: int | None = None
+    total: int | None = None
+
+    def as_dict(self) -> dict:
+        return {k: v for k, v in {"value": self.value, "low": self.low, "high": self.high, "covered": self.covered,
+                                  "total": self.total}.items() if v is not None}
+
+
+@dataclass
+class SetSummary:
+    name: str
+    source: str
+    size: int
+    class_counts: list[int]
+    misbehaviours: int
+    figures: dict[str, Figure]
+    validity: str = ""  # "human", "proxy" or ""
+    valid_inputs: int | None = None
+    growth: dict[str, np.ndarray] = field(default_factory=dict)
+    unique_inputs: dict[str, np.ndarray] = field(default_factory=dict)  # criterion → input rows only it reaches
+    profile_artifact: str = ""
+    profile_reused: bool = False
+
+
+@dataclass
+class Comparison:
+    """What `compare_testsets` hands back (see the module docstring)."""
+
+    sets: list[SetSummary]
+    criteria: list[str]
+    settings: dict
+    differences: list[dict]
+    overlaps: dict[str, dict]
+    figure_titles: dict[str, str]
+    class_names: list[str]
+    profiles: dict[str, SetProfile] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def names(self) -> list[str]:
+        return [s.name for s in self.sets]
+
+    def to_dict(self) -> dict:
+        return {"settings": self.settings, "criteria": self.criteria, "class_names": self.class_names,
+                "figures": self.figure_titles, "notes": self.notes,
+                "sets": [{"name": s.name, "source": s.source, "size": s.size, "class_counts": s.class_counts,
+                          "misbehaviours": s.misbehaviours, "validity": s.validity, "valid_inputs": s.valid_inputs,
+                          "figures": {k: f.as_dict() for k, f in s.figures.items()},
+                          "growth": {k: g.tolist() for k, g in s.growth.items()},
+                          "unique_inputs": {k: v.tolist() for k, v in s.unique_inputs.items()},
+                          "profile_artifact": s.profile_artifact, "profile_reused": s.profile_reused}
+                         for s in self.sets],
+                "differences": self.differences,
+                "overlaps": {k: {"only": v["only"], "membership": [{"sets": list(m), "items": c}
+                                                                   for m, c in v["membership"].items()]}
+                             for k, v in self.overlaps.items()}}
+
+
+def _coverage_figure(items, draws: rs.Draws, rows=None) -> tuple[Figure, np.ndarray]:
+    total = items.shape[1]
+    if rows is not None:  # the inputs outside `rows` cover nothing; the draws stay those of the whole set
+        keep = np.zeros(items.shape[0], dtype=bool)
+        keep[rows] = True
+        part = sparse.diags(keep.astype(np.float32)) @ items.astype(np.float32)
+        part = sparse.csr_matrix(part > 0)
+    else:
+        part = items
+    covered = cov.coverage_count(part)
+    resampled = rs.resampled_coverage(part, draws) / total if total else np.zeros(draws.counts.shape[0])
+    bounds = rs.interval(resampled)
+    return Figure(covered / total if total else 0.0, *(bounds or (None, None)), covered, total), resampled
+
+
+def _mean_figure(values, draws: rs.Draws, rows=None) -> tuple[Figure, np.ndarray]:
+    values = np.asarray(values, dtype=np.float64)
+    chosen = values if rows is None else values[rows]
+    finite = chosen[np.isfinite(chosen)]
+    resampled = rs.resampled_mean(values, draws, rows)
+    bounds = rs.interval(resampled)
+    return Figure(float(finite.mean()) if len(finite) else None, *(bounds or (None, None))), resampled
+
+
+def _median_figure(values, draws: rs.Draws) -> tuple[Figure, np.ndarray]:
+    resampled = rs.resampled_median(values, draws)
+    bounds = rs.interval(resampled)
+    return Figure(float(np.median(values)), *(bounds or (None, None))), resampled
+
+
+def summarise(profile: SetProfile, valid: np.ndarray | None, validity: str, num_classes: int, resamples: int,
+              seed: int) -> tuple[SetSummary, dict[str, np.ndarray], rs.Draws]:
+    """A set's figures with their bootstrap intervals; also the resampled values (for differences)."""
+    draws = rs.bootstrap_draws(len(profile), resamples, seed)
+    figures, resampled = {}, {}
+    for key, items in profile.items.items():
+        figures[key], resampled[key] = _coverage_figure(items, draws)
+        if valid is not None:
+            rows = np.flatnonzero(valid)
+            figures[f"{key}_valid"], resampled[f"{key}_valid"] = _coverage_figure(items, draws, rows)
+    for key, _, values in MEANS:
+        figures[key], resampled[key] = _mean_figure(values(profile), draws)
+    for key, _, values in MEDIANS:
+        figures[key], resampled[key] = _median_figure(values(profile), draws)
+    if valid is not None:
+        figures["validity"], resampled["validity"] = _mean_figure(valid.astype(np.float64), draws)
+    counts = np.bincount(profile.labels, minlength=num_classes)[:num_classes].tolist()
+    summary = SetSummary(profile.name, profile.source, len(profile), [int(c) for c in counts],
+                         int((~profile.correct).sum()), figures, validity,
+                         None if valid is None else int(valid.sum()),
+                         {key: cov.growth(items) for key, items in profile.items.items()},
+                         profile_artifact=profile.artifact, profile_reused=profile.reused)
+    return summary, resampled, draws
+
+
+def _difference(key: str, a: SetSummary, b: SetSummary, resampled: dict, profiles: dict, resamples: int,
+                seed: int) -> dict | None:
+    fa, fb = a.figures.get(key), b.figures.get(key)
+    if fa is None or fb is None or fa.value is None or fb.value is None:
+        return None
+    diff = resampled[a.name][key] - resampled[b.name][key]
+    bounds = rs.interval(diff)
+    supported = bounds is not None and (bounds[0] > 0 or bounds[1] < 0)
+    out = {"figure": key, "a": a.name, "b": b.name, "difference": fa.value - fb.value,
+           "low": None if bounds is None else bounds[0], "high": None if bounds is None else bounds[1]}
+    criterion = key.removesuffix("_valid")
+    if criterion in profiles[a.name].items and a.size != b.size and not key.endswith("_valid"):
+        big, small = (a, b) if a.size > b.size else (b, a)
+        draws = rs.subsample_draws(big.size, small.size, resamples, seed)
+        matched = rs.resampled_coverage(profiles[big.name].items[criterion], draws) / big.figures[key].total
+        lo, hi = rs.interval(matched)
+        value = small.figures[key].value
+        outside = value < lo or value > hi
+        same_side = np.sign(big.figures[key].value - value) == np.sign(np.median(matched) - value)
+        out["size_matched"] = {"larger": big.name, "size": small.size, "low": lo, "high": hi,
+                               "median": float(np.median(matched)), "smaller_value": value}
+        supported = supported and outside and bool(same_side)
+    out["supported"] = bool(supported)
+    return out
+
+
+def compare_testsets(ctx: JobContext, project, names: list[str], model, dataset, layer: str | None = None,
+                     m: int = 6, criteria=COMPARABLE, resamples: int = rs.RESAMPLES, seed: int = 0,
+                     eps: float = FOL_EPS, novelty_sample: int = NOVELTY_SAMPLE, importance=None) -> Comparison:
+    """Compare the test sets `names` (any kind `testsets.resolve` takes) for `model`; module docstring."""
+    from workbench.core.coverage.measure import measure_coverage
+    from workbench.core.testsets import resolve
+
+    if len(names) < 2:
+        raise WorkbenchError("A comparison needs two or more test sets.", "Name them, e.g. --testsets A,B.")
+    if len(set(names)) != len(names):
+        raise WorkbenchError("A test set is named twice.", "Name each set once.")
+    unknown = [c for c in criteria if c not in COMPARABLE]
+    if unknown:
+        raise WorkbenchError(f"Cannot compare by {', '.join(unknown)}.", f"Compare by {', '.join(COMPARABLE)}.")
+    if resamples < 10:
+        raise WorkbenchError(f"{resamples} resamples cannot give an interval.", "Use 1,000 (or at least 100).")
+    testsets = [resolve(project, name, dataset, model=model, ctx=ctx) for name in names]
+    steps = len(testsets) + 1
+    ctx.progress(0, steps, "fitting the criteria")
+    results = measure_coverage(ctx.quiet(), model, dataset, layer, list(criteria), test_split=testsets[0], m=m,
+                               seed=seed, project=project if project is not None and not project.read_only else None,
+                               importance=importance)
+    profiles, validity = {}, {}
+    for k, testset in enumerate(testsets):
+        ctx.progress(k + 1, steps, f"profiling {testset.name}")
+        profiles[testset.name] = profile_testset(ctx.quiet(), project, model, dataset, testset, results, eps,
+                                                 novelty_sample, seed)
+        validity[testset.name] = validity_mask(project, testset)
+    summaries, resampled = [], {}
+    for testset in testsets:
+        valid, source = validity[testset.name]
+        summary, values, _ = summarise(profiles[testset.name], valid, source, dataset.num_classes, resamples, seed)
+        summaries.append(summary)
+        resampled[testset.name] = values
+    keys = [k for k in summaries[0].figures if all(k in s.figures for s in summaries)]
+    differences = [d for a, b in combinations(summaries, 2) for key in keys
+                   if (d := _difference(key, a, b, resampled, profiles, resamples, seed)) is not None]
+    overlaps = {}
+    for key in profiles[names_of(summaries)[0]].items:
+        covered = {s.name: cov.covered_items(profiles[s.name].items[key]) for s in summaries}
+        total = profiles[summaries[0].name].items[key].shape[1]
+        only = {}
+        for s in summaries:
+            others = np.unique(np.concatenate([covered[o] for o in covered if o != s.name] or [np.zeros(0, int)]))
+            mine = np.setdiff1d(covered[s.name], others)
+            only[s.name] = int(len(mine))
+            s.unique_inputs[key] = cov.reaching(profiles[s.name].items[key], mine)
+        overlaps[key] = {"only": only, "membership": cov.membership(covered, total)}
+    titles = {**{k: f"{CRITERIA_TITLES.get(k, k)} coverage" for k in results},
+              **{f"{k}_valid": f"{CRITERIA_TITLES.get(k, k)} coverage of the valid inputs" for k in results},
+              **{k: t for k, t, _ in MEANS}, **{k: t for k, t, _ in MEDIANS}, "validity": "validity rate"}
+    layer_name = next((r.provenance.get("identity", {}).get("params", {}).get("layer") for r in results.values()
+                       if r.name == "idc"), layer)
+    settings = {"model": model.name, "model_fingerprint": model.fingerprint(), "dataset": dataset.name,
+                "layer": layer_name, "m": int(m), "criteria": list(results), "resamples": int(resamples),
+                "seed": int(seed), "fol_eps": float(eps), "novelty_sample": int(novelty_sample),
+                "interval": "percentile bootstrap, 95 %", "fits": {k: r.fit_artifact for k, r in results.items()}}
+    notes = [n for t in testsets for n in t.notes]
+    return Comparison(summaries, list(results), settings, differences, overlaps, titles,
+                      list(dataset.class_names), profiles, notes)
+
+
+def names_of(summaries: list[SetSummary]) -> list[str]:
+    return [s.name for s in summaries]
