@@ -114,9 +114,13 @@ def cmd_compare(args) -> int:
     lines = [f"Comparison for {model.name} (IDC on {data['settings']['layer']}, m = {args.m}; 95 % bootstrap "
              f"intervals over {args.resamples} resamples, seed {args.seed}):"]
     lines += ["  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in [header, *rows]]
-    unsupported = [d for d in data["differences"] if not d["supported"]]
-    lines.append(f"{len(data['differences']) - len(unsupported)} of {len(data['differences'])} pairwise "
-                 f"differences are supported by their intervals (and, for coverage, by size-matched draws).")
+    supported = sum(d["supported"] for d in data["differences"])
+    reversed_ = [d for d in data["differences"] if d.get("reversed")]
+    lines.append(f"{supported} of {len(data['differences'])} pairwise differences are supported by their 95 % "
+                 "intervals (coverage of sets of different sizes: size-matched draws).")
+    lines += [f"  reversed at equal size: {data['figures'].get(d['figure'], d['figure'])}, {d['a']} − {d['b']}: "
+              f"{d['difference']:+.3f} observed, [{d['low']:+.3f}, {d['high']:+.3f}] at {d['size_matched']['size']} "
+              "inputs" for d in reversed_]
     for criterion, overlap in data["overlaps"].items():
         lines.append(f"  {criterion}: items only one set covers — "
                      + ", ".join(f"{n} {c}" for n, c in overlap["only"].items()))

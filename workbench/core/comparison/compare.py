@@ -9,10 +9,11 @@ the profiles alone:
   set is labelled or judged by the proxies — its validity rate and the coverage of its valid inputs
   only (validity-aware coverage: a generator cannot buy coverage with invalid images);
 - per figure a seeded bootstrap interval (`resampling`);
-- per pair of sets and figure the difference with its bootstrap interval and, when the sizes differ,
-  the size-matched comparison (the larger set drawn down to the smaller's size); a difference is
-  *supported* only when its interval excludes 0 and, for coverage, the smaller set's value lies
-  outside the larger set's size-matched range on the same side;
+- per pair of sets and figure the difference with a 95 % interval: the bootstrap differences for
+  means and for coverages of sets of one size; for coverages of sets of different sizes the
+  size-matched one (the larger set drawn down to the smaller's size, since coverage grows with the
+  number of inputs). A difference is *supported* when its interval excludes 0 on the difference's
+  side, and *reversed* when it excludes 0 on the other side (at equal size the order flips);
 - what each set adds: the items only it covers, per criterion, the exact overlaps of all the sets
   (an UpSet plot's bars) and the inputs that reach what no other chosen set reaches;
 - coverage growth curves and class distributions for the plots.
@@ -162,29 +163,39 @@ def summarise(profile: SetProfile, valid: np.ndarray | None, validity: str, num_
     return summary, resampled, draws
 
 
-def _difference(key: str, a: SetSummary, b: SetSummary, resampled: dict, profiles: dict, resamples: int,
-                seed: int) -> dict | None:
+def _difference(key: str, a: SetSummary, b: SetSummary, resampled: dict, profiles: dict, valid: dict,
+                resamples: int, seed: int) -> dict | None:
+    """The difference a − b of figure `key` and its 95 % interval; whether the interval excludes 0.
+
+    For means the interval is that of the bootstrap differences. Coverage grows with the number of
+    inputs, so for a coverage of sets of different sizes the interval is the size-matched one: the
+    larger set's inputs (its valid ones, for a valid-only coverage) drawn down to the smaller's number,
+    its coverage there set against the smaller set's."""
     fa, fb = a.figures.get(key), b.figures.get(key)
     if fa is None or fb is None or fa.value is None or fb.value is None:
         return None
-    diff = resampled[a.name][key] - resampled[b.name][key]
-    bounds = rs.interval(diff)
-    supported = bounds is not None and (bounds[0] > 0 or bounds[1] < 0)
-    out = {"figure": key, "a": a.name, "b": b.name, "difference": fa.value - fb.value,
-           "low": None if bounds is None else bounds[0], "high": None if bounds is None else bounds[1]}
+    out = {"figure": key, "a": a.name, "b": b.name, "difference": fa.value - fb.value}
     criterion = key.removesuffix("_valid")
-    if criterion in profiles[a.name].items and a.size != b.size and not key.endswith("_valid"):
-        big, small = (a, b) if a.size > b.size else (b, a)
-        draws = rs.subsample_draws(big.size, small.size, resamples, seed)
-        matched = rs.resampled_coverage(profiles[big.name].items[criterion], draws) / big.figures[key].total
+    rows = {s.name: (np.flatnonzero(valid[s.name]) if key.endswith("_valid") else np.arange(s.size)) for s in (a, b)}
+    if criterion in profiles[a.name].items and len(rows[a.name]) != len(rows[b.name]):
+        big, small = (a, b) if len(rows[a.name]) > len(rows[b.name]) else (b, a)
+        size = len(rows[small.name])
+        items = profiles[big.name].items[criterion][rows[big.name]]
+        draws = rs.subsample_draws(items.shape[0], size, resamples, seed)
+        matched = rs.resampled_coverage(items, draws) / items.shape[1]
         lo, hi = rs.interval(matched)
         value = small.figures[key].value
-        outside = value < lo or value > hi
-        same_side = np.sign(big.figures[key].value - value) == np.sign(np.median(matched) - value)
-        out["size_matched"] = {"larger": big.name, "size": small.size, "low": lo, "high": hi,
+        bounds = (lo - value, hi - value) if big is a else (value - hi, value - lo)
+        out["size_matched"] = {"larger": big.name, "size": size, "low": lo, "high": hi,
                                "median": float(np.median(matched)), "smaller_value": value}
-        supported = supported and outside and bool(same_side)
-    out["supported"] = bool(supported)
+    else:
+        bounds = rs.interval(resampled[a.name][key] - resampled[b.name][key])
+    out["low"], out["high"] = (None, None) if bounds is None else bounds
+    side = np.sign(out["difference"])
+    excludes = bounds is not None and (bounds[0] > 0 or bounds[1] < 0)
+    # a size-matched interval may lie on the other side of 0: the smaller set covers more at equal size
+    out["supported"] = bool(excludes and side != 0 and np.sign(bounds[0]) == side)
+    out["reversed"] = bool(excludes and side != 0 and np.sign(bounds[0]) == -side)
     return out
 
 
@@ -223,8 +234,9 @@ def compare_testsets(ctx: JobContext, project, names: list[str], model, dataset,
         summaries.append(summary)
         resampled[testset.name] = values
     keys = [k for k in summaries[0].figures if all(k in s.figures for s in summaries)]
+    valid_rows = {name: mask for name, (mask, _) in validity.items()}
     differences = [d for a, b in combinations(summaries, 2) for key in keys
-                   if (d := _difference(key, a, b, resampled, profiles, resamples, seed)) is not None]
+                   if (d := _difference(key, a, b, resampled, profiles, valid_rows, resamples, seed)) is not None]
     overlaps = {}
     for key in profiles[names_of(summaries)[0]].items:
         covered = {s.name: cov.covered_items(profiles[s.name].items[key]) for s in summaries}

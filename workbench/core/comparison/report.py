@@ -212,9 +212,9 @@ def _difference_rows(data: dict) -> list[list[str]]:
         matched = d.get("size_matched")
         rows.append([data["figures"].get(key, key), f"{d['a']} − {d['b']}", f"{d['difference'] * scale:+.2f}{unit}",
                      "—" if d["low"] is None else f"[{d['low'] * scale:+.2f}, {d['high'] * scale:+.2f}]",
-                     "—" if not matched else f"{matched['larger']} at {matched['size']} inputs: "
+                     "—" if not matched else f"{matched['larger']} drawn to {matched['size']} inputs: "
                                              f"[{100 * matched['low']:.1f}, {100 * matched['high']:.1f}] %",
-                     "yes" if d["supported"] else "not supported"])
+                     "yes" if d["supported"] else "reversed at equal size" if d.get("reversed") else "not supported"])
     return rows
 
 
@@ -255,7 +255,9 @@ each set's inputs and so sit below the observed value (a resample holds about 63
 gap between sets of different sizes is judged by the size-matched draws.</p>
 <h2>Figures</h2>{_table(header, rows)}
 <h2>Plots</h2>{embedded}
-<h2>Differences</h2>{_table(["figure", "sets", "difference", "95 % interval", "size-matched", "supported"],
+<h2>Differences</h2><p>The interval of a coverage difference between sets of different sizes is the size-matched
+one: the larger set drawn down to the smaller's size.</p>{_table(["figure", "sets", "difference", "95 % interval",
+                                                   "size-matched", "supported"],
                             _difference_rows(data))}
 <h2>What each set adds</h2>{''.join(overlap_parts)}
 {f'<h2>Notes</h2><ul>{notes}</ul>' if notes else ''}
