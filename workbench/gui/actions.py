@@ -57,6 +57,8 @@ ACTIONS: tuple[ActionSpec, ...] = (
                "Search generators' latent spaces for inputs the classifier misbehaves on, with validity proxies"),
     ActionSpec("view_labelling", "&Labelling", "View", "Ctrl+9",
                "Judge generated inputs for validity with the keyboard: blind, several raters, agreement and proxies"),
+    ActionSpec("view_compare", "Com&pare", "View", "Ctrl+0",
+               "Test sets side by side: coverage, accuracy, FOL, novelty, validity, intervals and what each adds"),
     ActionSpec("close_view", "&Close view", "View", "Ctrl+W", "Close the current tab (reopen it from this menu)"),
     ActionSpec("toggle_project_dock", "&Project panel", "View", "Ctrl+Shift+P", checkable=True,
                separator_before=True),

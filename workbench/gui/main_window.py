@@ -31,6 +31,7 @@ from workbench.gui.selection_toolbar import SelectionToolBar
 from workbench.gui.session import Session
 from workbench.gui.status_bar import StatusBar
 from workbench.gui.view_settings import ViewSettings
+from workbench.gui.views.compare_view import CompareView
 from workbench.gui.views.coverage_view import CoverageView
 from workbench.gui.views.data_view import DataView
 from workbench.gui.views.generation_view import GenerationView
@@ -47,7 +48,7 @@ from workbench.gui.widgets.view_area import ViewArea
 
 VIEW_TITLES = {"data": "Data", "model": "Model", "training": "Training", "importance": "Importance",
                "coverage": "Coverage", "robustness": "Robustness", "generators": "Generators",
-               "generation": "Generation", "labelling": "Labelling"}
+               "generation": "Generation", "labelling": "Labelling", "compare": "Compare"}
 DEFAULT_SIZE = (1440, 900)
 PROJECT_WIDTH = 300  # the project dock's width until the user changes it: room for a result's label
 _open_windows: set["MainWindow"] = set()  # windows opened from another window, kept alive here
@@ -75,7 +76,8 @@ class MainWindow(QMainWindow):
                       "robustness": RobustnessView(self.session, self.selection),
                       "generators": GeneratorsView(self.session, self.selection),
                       "generation": GenerationView(self.session, self.selection),
-                      "labelling": LabelingView(self.session, self.selection)}
+                      "labelling": LabelingView(self.session, self.selection),
+                      "compare": CompareView(self.session, self.selection)}
         self.view_area = ViewArea()  # the tabs ask for the shown view's width only, and scroll
         self.tabs = self.view_area.tabs
         self.tabs.setObjectName("viewTabs")
@@ -155,7 +157,8 @@ class MainWindow(QMainWindow):
             "view_robustness": lambda: self.show_view("robustness"),
             "view_generators": lambda: self.show_view("generators"),
             "view_generation": lambda: self.show_view("generation"),
-            "view_labelling": lambda: self.show_view("labelling"), "close_view": self.close_current_view,
+            "view_labelling": lambda: self.show_view("labelling"),
+            "view_compare": lambda: self.show_view("compare"), "close_view": self.close_current_view,
             "toggle_project_dock": self.project_dock.toggleViewAction(),
             "toggle_jobs_dock": self.jobs_dock.toggleViewAction(),
             "restore_layout": self.restore_default_layout, "full_screen": self.set_full_screen,
@@ -280,12 +283,19 @@ class MainWindow(QMainWindow):
         self.views["labelling"].open_in_coverage.connect(self.measure_in_coverage)
         self.views["generation"].open_in_labelling.connect(self.label)
         self.project_panel.label_requested.connect(self.label)
+        self.project_panel.compare_requested.connect(self.compare)
+        self.views["compare"].open_in_coverage.connect(self.measure_in_coverage)
 
     def measure_in_coverage(self, testset: str) -> None:
         """Show the Coverage view with the stored test set `testset` among its measured sets."""
         coverage = self.views["coverage"]
         coverage.add_stored_set(testset)
         self.show_view("coverage")
+
+    def compare(self, testset: str) -> None:
+        """Show the Compare view with the test set `testset` among the sets compared."""
+        self.views["compare"].add_sets([testset])
+        self.show_view("compare")
 
     def label(self, testset: str) -> None:
         """Show the Labelling view with the test set `testset` chosen."""

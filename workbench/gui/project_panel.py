@@ -51,6 +51,7 @@ class ProjectPanel(QWidget):
     open_requested = Signal(str, dict)  # kind, payload
     evaluate_requested = Signal(str)  # model name
     label_requested = Signal(str)  # a test set to label
+    compare_requested = Signal(str)  # a test set to compare
     message = Signal(str)  # a confirmation for the status bar
 
     def __init__(self, session: Session, selection: Selection, parent: QWidget | None = None):
@@ -256,6 +257,9 @@ class ProjectPanel(QWidget):
             label = menu.addAction("Label…", lambda: self.label_requested.emit(item.payload["name"]))
             label.setToolTip("Judge its inputs for validity in the Labelling view")
             label.setEnabled("problem" not in item.payload)
+            compare = menu.addAction("Compare…", lambda: self.compare_requested.emit(item.payload["name"]))
+            compare.setToolTip("Add it to the sets the Compare view compares")
+            compare.setEnabled("problem" not in item.payload)
         elif item.kind == "result":
             menu.addAction("Open", lambda: self._activate(item))
         elif item.kind == "problem":

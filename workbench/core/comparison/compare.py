@@ -88,6 +88,7 @@ class Comparison:
     class_names: list[str]
     profiles: dict[str, SetProfile] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    testsets: dict = field(default_factory=dict)  # name → the TestSet compared (for its images), not saved
 
     def names(self) -> list[str]:
         return [s.name for s in self.sets]
@@ -135,7 +136,9 @@ def _mean_figure(values, draws: rs.Draws, rows=None) -> tuple[Figure, np.ndarray
 def _median_figure(values, draws: rs.Draws) -> tuple[Figure, np.ndarray]:
     resampled = rs.resampled_median(values, draws)
     bounds = rs.interval(resampled)
-    return Figure(float(np.median(values)), *(bounds or (None, None))), resampled
+    finite = np.asarray(values, dtype=np.float64)
+    finite = finite[np.isfinite(finite)]
+    return Figure(float(np.median(finite)) if len(finite) else None, *(bounds or (None, None))), resampled
 
 
 def summarise(profile: SetProfile, valid: np.ndarray | None, validity: str, num_classes: int, resamples: int,
@@ -164,7 +167,7 @@ def summarise(profile: SetProfile, valid: np.ndarray | None, validity: str, num_
 
 
 def _difference(key: str, a: SetSummary, b: SetSummary, resampled: dict, profiles: dict, valid: dict,
-                resamples: int, seed: int) -> dict | None:
+                resamples: int, seed: int, drawn: dict) -> dict | None:
     """The difference a − b of figure `key` and its 95 % interval; whether the interval excludes 0.
 
     For means the interval is that of the bootstrap differences. Coverage grows with the number of
@@ -181,7 +184,10 @@ def _difference(key: str, a: SetSummary, b: SetSummary, resampled: dict, profile
         big, small = (a, b) if len(rows[a.name]) > len(rows[b.name]) else (b, a)
         size = len(rows[small.name])
         items = profiles[big.name].items[criterion][rows[big.name]]
-        draws = rs.subsample_draws(items.shape[0], size, resamples, seed)
+        key_of_draws = (big.name, key.endswith("_valid"), size)  # the same draws for every criterion
+        if key_of_draws not in drawn:
+            drawn[key_of_draws] = rs.subsample_draws(items.shape[0], size, resamples, seed)
+        draws = drawn[key_of_draws]
         matched = rs.resampled_coverage(items, draws) / items.shape[1]
         lo, hi = rs.interval(matched)
         value = small.figures[key].value
@@ -235,8 +241,9 @@ def compare_testsets(ctx: JobContext, project, names: list[str], model, dataset,
         resampled[testset.name] = values
     keys = [k for k in summaries[0].figures if all(k in s.figures for s in summaries)]
     valid_rows = {name: mask for name, (mask, _) in validity.items()}
+    drawn: dict = {}
     differences = [d for a, b in combinations(summaries, 2) for key in keys
-                   if (d := _difference(key, a, b, resampled, profiles, valid_rows, resamples, seed)) is not None]
+                   if (d := _difference(key, a, b, resampled, profiles, valid_rows, resamples, seed, drawn)) is not None]
     overlaps = {}
     for key in profiles[names_of(summaries)[0]].items:
         covered = {s.name: cov.covered_items(profiles[s.name].items[key]) for s in summaries}
@@ -259,7 +266,7 @@ def compare_testsets(ctx: JobContext, project, names: list[str], model, dataset,
                 "interval": "percentile bootstrap, 95 %", "fits": {k: r.fit_artifact for k, r in results.items()}}
     notes = [n for t in testsets for n in t.notes]
     return Comparison(summaries, list(results), settings, differences, overlaps, titles,
-                      list(dataset.class_names), profiles, notes)
+                      list(dataset.class_names), profiles, notes, {t.name: t for t in testsets})
 
 
 def names_of(summaries: list[SetSummary]) -> list[str]:

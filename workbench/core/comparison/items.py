@@ -23,7 +23,7 @@ def item_matrix(profile: np.ndarray, total: int, items_per_neuron: int = 1) -> s
         rows = np.flatnonzero(profile >= 0)
         cols = profile[rows].astype(np.int64)
     elif profile.dtype == bool:  # rows of covered items, per neuron and (NBC) per corner
-        flat = profile.reshape(n, -1)
+        flat = profile.reshape(n, int(np.prod(profile.shape[1:])))  # not -1: that fails for an empty set
         rows, cols = np.nonzero(flat)
     else:  # a section per neuron, −1 for none
         rows, neurons = np.nonzero(profile >= 0)

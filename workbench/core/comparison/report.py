@@ -203,7 +203,7 @@ def _table(header: list[str], rows: list[list]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _difference_rows(data: dict) -> list[list[str]]:
+def difference_rows(data: dict) -> list[list[str]]:
     rows = []
     for d in data["differences"]:
         key = d["figure"]
@@ -258,7 +258,7 @@ gap between sets of different sizes is judged by the size-matched draws.</p>
 <h2>Differences</h2><p>The interval of a coverage difference between sets of different sizes is the size-matched
 one: the larger set drawn down to the smaller's size.</p>{_table(["figure", "sets", "difference", "95 % interval",
                                                    "size-matched", "supported"],
-                            _difference_rows(data))}
+                            difference_rows(data))}
 <h2>What each set adds</h2>{''.join(overlap_parts)}
 {f'<h2>Notes</h2><ul>{notes}</ul>' if notes else ''}
 <h2>Provenance</h2><pre>{html.escape(json.dumps(provenance, indent=1, default=str))}</pre>

@@ -22,6 +22,7 @@ FOL, uncertainty, novelty, validity) take the usual percentile bootstrap.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from scipy import sparse
@@ -31,7 +32,7 @@ NEGLIGIBLE = 1e-12
 RESAMPLES = 1000
 
 
-@dataclass(frozen=True)
+@dataclass
 class Draws:
     """`resamples` draws of `size` of `n` inputs: (resamples, n) counts of how often each input is drawn."""
 
@@ -43,6 +44,12 @@ class Draws:
     @property
     def n(self) -> int:
         return self.counts.shape[1]
+
+    @cached_property
+    def bits(self) -> np.ndarray:
+        """(inputs, ⌈resamples/8⌉) uint8: whether each draw holds each input, a bit per draw (made once, for
+        every criterion)."""
+        return np.packbits(np.ascontiguousarray((self.counts > 0).T), axis=1)
 
     def as_dict(self) -> dict:
         return {"resamples": int(self.counts.shape[0]), "size": self.size, "replace": self.replace,
@@ -76,6 +83,8 @@ def resampled_coverage(items: sparse.csr_matrix, draws: Draws) -> np.ndarray:
     n, total = items.shape
     if n == 0 or draws.size == 0:
         return np.zeros(draws.counts.shape[0])
+    if draws.size * 4 <= n:  # small draws: the union of each draw's few rows is quicker than the product
+        return _unions(items, draws)
     per_item = np.asarray(items.sum(axis=0)).ravel()
     hit = per_item > 0
     with np.errstate(divide="ignore"):
@@ -84,9 +93,39 @@ def resampled_coverage(items: sparse.csr_matrix, draws: Draws) -> np.ndarray:
     rare = np.flatnonzero(hit & ~always)
     if len(rare) == 0:
         return np.full(draws.counts.shape[0], float(always.sum()))
-    drawn = np.ascontiguousarray((draws.counts > 0).T, dtype=np.float32)  # (inputs, resamples), dense
-    reached = (items[:, rare].T.tocsr().astype(np.float32) @ drawn) > 0  # (rare items, resamples)
-    return always.sum() + reached.sum(axis=0).astype(np.float64)
+    return always.sum() + _rare_covered(items[:, rare].tocsc(), draws)
+
+
+#: gathered (input, item) pairs per block: bounds the memory of `_rare_covered` (block × resamples / 8 bytes)
+BLOCK = 200_000
+
+
+def _rare_covered(rare: sparse.csc_matrix, draws: Draws) -> np.ndarray:
+    """(resamples,) how many of the columns of `rare` each draw covers: per item, the OR of its covering
+    inputs' draw bits, then the bits counted per draw — a few vectorised passes over the nonzeros."""
+    bits, resamples = draws.bits, draws.counts.shape[0]
+    covered = np.zeros(resamples, dtype=np.int64)
+    indptr, indices = rare.indptr, rare.indices
+    start = 0
+    while start < rare.shape[1]:
+        stop = int(np.searchsorted(indptr, indptr[start] + BLOCK, side="right")) - 1
+        stop = min(max(stop, start + 1), rare.shape[1])
+        lo, hi = indptr[start], indptr[stop]
+        reduced = np.bitwise_or.reduceat(bits[indices[lo:hi]], indptr[start:stop] - lo, axis=0)
+        covered += np.unpackbits(reduced, axis=1, count=resamples).sum(axis=0, dtype=np.int64)
+        start = stop
+    return covered.astype(np.float64)
+
+
+def _unions(items: sparse.csr_matrix, draws: Draws) -> np.ndarray:
+    """(resamples,) covered items of each draw, as the union of the items of its drawn rows."""
+    indptr, indices = items.indptr, items.indices
+    out = np.empty(draws.counts.shape[0])
+    for r, counts in enumerate(draws.counts):
+        rows = np.flatnonzero(counts)
+        parts = [indices[indptr[i]:indptr[i + 1]] for i in rows]
+        out[r] = len(np.unique(np.concatenate(parts))) if parts else 0
+    return out
 
 
 def resampled_mean(values: np.ndarray, draws: Draws, rows=None) -> np.ndarray:
@@ -108,13 +147,17 @@ def resampled_mean(values: np.ndarray, draws: Draws, rows=None) -> np.ndarray:
 def resampled_median(values: np.ndarray, draws: Draws) -> np.ndarray:
     """(resamples,) the median of `values` over each draw (a weighted median of the drawn counts)."""
     values = np.asarray(values, dtype=np.float64)
-    order = np.argsort(values, kind="stable")
+    finite = np.isfinite(values)  # NaN is left out, as the mean leaves it out
+    order = np.argsort(values, kind="stable")[:int(finite.sum())]
     ordered = values[order]
+    if len(ordered) == 0:
+        return np.full(draws.counts.shape[0], np.nan)
     cumulative = np.cumsum(draws.counts[:, order], axis=1)
     half = cumulative[:, -1:] / 2.0
     lo = np.argmax(cumulative >= half, axis=1)
     hi = np.argmax(cumulative > half, axis=1)
-    return (ordered[lo] + ordered[hi]) / 2.0
+    out = (ordered[lo] + ordered[hi]) / 2.0
+    return np.where(cumulative[:, -1] > 0, out, np.nan)
 
 
 def interval(values: np.ndarray, level: float = 0.95) -> tuple[float, float] | None:

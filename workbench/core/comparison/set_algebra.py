@@ -7,8 +7,9 @@
   KMNC section, …) that no other set of the comparison covers, one input per item — the inputs worth
   keeping for what they add.
 
-Inputs keep their ids (so labels and links follow them), their labels and the per-input columns all
-operands share; a union records which set each input came from (`origin`). The recipe (the
+Inputs keep their ids (so labels and links follow them), their labels and per-input columns: a
+union the columns all operands share, with which set each input came from (`origin`); an
+intersection or a difference the first set's. The recipe (the
 operation and its operands, in order) is stored with the result.
 """
 
