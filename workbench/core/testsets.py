@@ -357,6 +357,9 @@ def resolve(project, text: str, dataset: Dataset | None = None, model=None, ctx=
                                  f"Give {where}"
                                  + (f"a project test set ({', '.join(known)}), " if known else "")
                                  + "a dataset name or path, or DATASET:SPLIT; add [rule] for a subset.")
+    if dataset is not None and base in (dataset.name, dataset.recipe.get("name")):  # the dataset in hand
+        split, note = (split, "") if split else _default_split(dataset, text)
+        return _named(from_split(dataset, split), f"{dataset.name}:{split}", note)
     other = load_dataset(base, download=download)
     if dataset is None:
         split, note = (split, "") if split else _default_split(other, text)
