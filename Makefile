@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 FASHION_MNIST := /usr/share/datasets/fashion-mnist
 
-.PHONY: run test setup data bench
+.PHONY: run test setup data browser bench
 
 setup: $(VENV)/.installed
 
@@ -29,10 +29,19 @@ data:
 	  echo "Elsewhere, put the four Fashion-MNIST .gz files in a folder and set WORKBENCH_FASHION_MNIST_DIR to it."; \
 	fi
 
+# The comparison report's test opens it in a real headless browser (Debian's chromium).
+browser:
+	@if command -v chromium >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get install -y -qq chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium); \
+	else \
+	  echo "chromium is not installed; the test that opens the comparison report in a browser is skipped."; \
+	fi
+
 run: setup data
 	$(VENV)/bin/workbench
 
-test: setup data
+test: setup data browser
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
 
 bench: setup data

@@ -145,8 +145,9 @@ def cmd_combine(args) -> int:
         model, dataset = _model_and_data(args, project)
         comparison, _ = run_job(args, lambda ctx: compare_testsets(ctx, project, names, model, dataset, args.layer,
                                                                    args.m, [args.criterion], resamples=10))
-        run_job(args, lambda ctx: save_new_items(project, comparison, names[0], args.name, args.criterion))
-        how = f"{names[0]} adding new {args.criterion} items beyond {', '.join(names[1:])}"
+        first = comparison.names()[0]
+        run_job(args, lambda ctx: save_new_items(project, comparison, first, args.name, args.criterion))
+        how = f"{first} adding new {args.criterion} items beyond {', '.join(comparison.names()[1:])}"
     else:
         testsets = [resolve(project, name) for name in names]
         run_job(args, lambda ctx: save_combination(project, args.name, args.operation, testsets))

@@ -113,15 +113,16 @@ def adding_new_items(comparison, name: str, criterion: str = "idc") -> np.ndarra
 
 
 def save_new_items(project, comparison, name: str, new_name: str, criterion: str = "idc") -> dict:
-    """Store the inputs of `name` that add new items (`adding_new_items`) as a subset test set."""
-    from workbench.core.testsets import resolve, save_subset
+    """Store the inputs of `name` that add new items (`adding_new_items`) as a test set with their images
+    (its parent may be a set only a model can make again, such as NAME[misclassified])."""
+    from workbench.core.testsets import save_testset
 
     rows = adding_new_items(comparison, name, criterion)
     if len(rows) == 0:
         raise WorkbenchError(f"No input of {name!r} reaches a {criterion} item the other sets leave uncovered.",
                              "Nothing was saved.")
-    parent = resolve(project, name)
+    parent = comparison.testsets[name]
     others = [n for n in comparison.profiles if n != name]
-    subset = parent.subset(rows, rule=f"adds new {criterion} items beyond {', '.join(others)}")
-    return save_subset(project, new_name, subset, recipe=f"{name} adding new {criterion} items beyond "
-                                                          f"{', '.join(others)}", operation="adds-new-items")
+    return save_testset(project, new_name, _take(parent, rows), role=ROLE, operation="adds-new-items",
+                        of=[name, *others], criterion=criterion, dataset=parent.source.dataset,
+                        recipe=f"{name} adding new {criterion} items beyond {', '.join(others)}")

@@ -501,7 +501,7 @@ class CompareView(QWidget):
         if not name:
             self.status.setText("Name the new test set first.")
             return
-        if operation == "adds-new" and (self.comparison is None or self.comparison.names() != self.chosen):
+        if operation == "adds-new" and (self.comparison is None or len(self.comparison.sets) != len(self.chosen)):
             self.status.setText("Compare the ticked sets first: the new combinations come from the comparison.")
             return
         job = self.jobs.run(("algebra", name), f"Save {name}", _save_algebra, operation, list(self.chosen), name,
@@ -535,6 +535,6 @@ def _save_algebra(ctx, operation, names, name, comparison, project=None):
 
         raise WorkbenchError(f"The project already has a test set or result named {name!r}.", "Choose another name.")
     if operation == "adds-new":
-        return save_new_items(project, comparison, names[0], name, "idc")
+        return save_new_items(project, comparison, comparison.names()[0], name, "idc")
     return save_combination(project, name, operation, [resolve(project, n) for n in names])
 
