@@ -89,6 +89,7 @@ class Comparison:
     profiles: dict[str, SetProfile] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     testsets: dict = field(default_factory=dict)  # name → the TestSet compared (for its images), not saved
+    chosen: list = field(default_factory=list)  # the names as they were asked for, in order
 
     def names(self) -> list[str]:
         return [s.name for s in self.sets]
@@ -266,7 +267,7 @@ def compare_testsets(ctx: JobContext, project, names: list[str], model, dataset,
                 "interval": "percentile bootstrap, 95 %", "fits": {k: r.fit_artifact for k, r in results.items()}}
     notes = [n for t in testsets for n in t.notes]
     return Comparison(summaries, list(results), settings, differences, overlaps, titles,
-                      list(dataset.class_names), profiles, notes, {t.name: t for t in testsets})
+                      list(dataset.class_names), profiles, notes, {t.name: t for t in testsets}, list(names))
 
 
 def names_of(summaries: list[SetSummary]) -> list[str]:

@@ -214,6 +214,8 @@ class CompareView(QWidget):
 
     def showEvent(self, event) -> None:
         super().showEvent(event)
+        if not self.chosen:  # a first look: sets that mean something together, chosen from what is there now
+            self.chosen = self._default_sets(list_testsets(self.session.project))
         self._fill()
         if self.comparison is None and len(self.chosen) >= 2 and not self.jobs.running("compare"):
             self.compare()  # stored profiles make this quick: the view shows where it was left
@@ -221,8 +223,6 @@ class CompareView(QWidget):
     def _fill(self) -> None:
         project = self.session.project
         infos = list_testsets(project)
-        if not self.chosen:
-            self.chosen = self._default_sets(infos)
         self.set_list.blockSignals(True)
         self.set_list.clear()
         for info in infos:
@@ -504,8 +504,10 @@ class CompareView(QWidget):
         if operation == "adds-new" and (self.comparison is None or len(self.comparison.sets) != len(self.chosen)):
             self.status.setText("Compare the ticked sets first: the new combinations come from the comparison.")
             return
+        bundle = self.session.models.get(self.model_box.currentText())
+        dataset = self.session.datasets.get(self.selection.dataset) if self.selection.dataset else None
         job = self.jobs.run(("algebra", name), f"Save {name}", _save_algebra, operation, list(self.chosen), name,
-                            self.comparison if operation == "adds-new" else None, uses_device=False, lane=IO,
+                            self.comparison, bundle.model if bundle else None, dataset, lane=LONG,
                             view="compare", report_errors=False, project=self.session.project,
                             then=lambda _: self.status.setText(f"Saved {name} as a test set."))
         if job is not None:
@@ -526,7 +528,9 @@ def _export(ctx, comparison, path, kind):
     return (write_csv if kind == "csv" else write_json)(comparison.to_dict(), path)
 
 
-def _save_algebra(ctx, operation, names, name, comparison, project=None):
+def _save_algebra(ctx, operation, names, name, comparison, model, dataset, project=None):
+    """Combine the sets `names` (those compared last where they are the same; a subset such as
+    NAME[misclassified] needs the model to be made again) and store the result as test set `name`."""
     from workbench.core.comparison.set_algebra import save_combination, save_new_items
     from workbench.core.testsets import resolve
 
@@ -536,5 +540,7 @@ def _save_algebra(ctx, operation, names, name, comparison, project=None):
         raise WorkbenchError(f"The project already has a test set or result named {name!r}.", "Choose another name.")
     if operation == "adds-new":
         return save_new_items(project, comparison, comparison.names()[0], name, "idc")
-    return save_combination(project, name, operation, [resolve(project, n) for n in names])
+    compared = dict(zip(comparison.chosen, comparison.testsets.values())) if comparison is not None else {}
+    testsets = [compared.get(n) or resolve(project, n, dataset, model=model, ctx=ctx) for n in names]
+    return save_combination(project, name, operation, testsets)
 
