@@ -283,7 +283,9 @@ class MainWindow(QMainWindow):
         self.views["labelling"].open_in_coverage.connect(self.measure_in_coverage)
         self.views["generation"].open_in_labelling.connect(self.label)
         self.project_panel.label_requested.connect(self.label)
-        self.project_panel.compare_requested.connect(self.compare)
+        self.project_panel.compare_requested.connect(lambda name: self.compare([name]))
+        self.views["generation"].open_in_compare.connect(self.compare)
+        self.views["labelling"].open_in_compare.connect(self.compare)
         self.views["compare"].open_in_coverage.connect(self.measure_in_coverage)
 
     def measure_in_coverage(self, testset: str) -> None:
@@ -292,9 +294,9 @@ class MainWindow(QMainWindow):
         coverage.add_stored_set(testset)
         self.show_view("coverage")
 
-    def compare(self, testset: str) -> None:
-        """Show the Compare view with the test set `testset` among the sets compared."""
-        self.views["compare"].add_sets([testset])
+    def compare(self, testsets: list[str]) -> None:
+        """Show the Compare view with `testsets` among the sets compared."""
+        self.views["compare"].add_sets(testsets)
         self.show_view("compare")
 
     def label(self, testset: str) -> None:

@@ -82,6 +82,8 @@ class GenerationView(QWidget):
     open_in_coverage = Signal(str)
     #: a generated set to label for validity (its test-set name)
     open_in_labelling = Signal(str)
+    #: test sets to compare in the Compare view
+    open_in_compare = Signal(list)
 
     def __init__(self, session: Session, selection: Selection, parent: QWidget | None = None):
         super().__init__(parent)
@@ -199,7 +201,14 @@ class GenerationView(QWidget):
         self.label_button.setToolTip("Judge the generated inputs for validity in the Labelling view")
         self.label_button.clicked.connect(lambda: self.result and self.result.saved
                                           and self.open_in_labelling.emit(self.result.name))
-        for button in (self.export_png_button, self.export_csv_button, self.coverage_button, self.label_button):
+        self.compare_button = QPushButton("Compare…")
+        self.compare_button.setToolTip("Compare the generated set with the test split in the Compare view")
+        self.compare_button.clicked.connect(lambda: self.result and self.result.saved
+                                            and self.open_in_compare.emit(
+                                                [f"{self.result.dataset}:test"] * bool(self.result.dataset)
+                                                + [self.result.name]))
+        for button in (self.export_png_button, self.export_csv_button, self.coverage_button, self.label_button,
+                       self.compare_button):
             button.setEnabled(False)
         tools = QHBoxLayout()
         tools.addWidget(self.found_only_box)
@@ -207,6 +216,7 @@ class GenerationView(QWidget):
         tools.addWidget(self.zoom_box)
         tools.addWidget(self.coverage_button)
         tools.addWidget(self.label_button)
+        tools.addWidget(self.compare_button)
         tools.addWidget(self.export_csv_button)
         tools.addWidget(self.export_png_button)
         self.gallery = PairGallery()
@@ -372,7 +382,8 @@ class GenerationView(QWidget):
         self.gallery.unjudged = "proxies: judged at the end" if self.proxies_box.isChecked() else "proxies: off"
         self.gallery.clear()
         self.table.setRowCount(0)
-        for button in (self.export_png_button, self.export_csv_button, self.coverage_button, self.label_button):
+        for button in (self.export_png_button, self.export_csv_button, self.coverage_button, self.label_button,
+                       self.compare_button):
             button.setEnabled(False)
         self.status.setText(f"Searching {len(generators)} generator(s) from {seeds} seeds each…")
         self.run_button.setText("Stop")
@@ -426,6 +437,7 @@ class GenerationView(QWidget):
         self.export_csv_button.setEnabled(has)
         self.coverage_button.setEnabled(result.saved)
         self.label_button.setEnabled(result.saved)
+        self.compare_button.setEnabled(result.saved)
 
     def _on_failed(self, exc) -> None:
         self._ready_to_run()

@@ -158,6 +158,8 @@ class LabelingView(QWidget):
     remembered = ("mode_box", "order_box", "auto_box", "zoom_box", "checks_box")
     #: a test set to measure in the Coverage view (e.g. a human-validated subset)
     open_in_coverage = Signal(str)
+    #: test sets to compare in the Compare view (a set and its human-validated subset)
+    open_in_compare = Signal(list)
 
     def __init__(self, session: Session, selection: Selection, parent: QWidget | None = None):
         super().__init__(parent)
@@ -260,9 +262,15 @@ class LabelingView(QWidget):
         files.addWidget(self.export_csv_button, 0, 0)
         files.addWidget(self.export_json_button, 0, 1)
         files.addWidget(self.import_button, 1, 0, 1, 2)
+        self.compare_button = QPushButton("Compare with the whole set")
+        self.compare_button.setToolTip("Open the Compare view with the set and its human-validated subset side by side")
+        self.compare_button.clicked.connect(lambda: self.setup is not None and self.open_in_compare.emit(
+            [self.setup.name, f"{self.setup.name}[{self.subset_box.currentData()}]"]))
         files.addWidget(self.subset_box, 2, 0)
         files.addWidget(self.coverage_button, 2, 1)
-        for widget in (self.export_csv_button, self.export_json_button, self.coverage_button, self.subset_box):
+        files.addWidget(self.compare_button, 3, 0, 1, 2)
+        for widget in (self.export_csv_button, self.export_json_button, self.coverage_button, self.subset_box,
+                       self.compare_button):
             widget.setEnabled(False)
         left = QWidget()
         left_layout = QVBoxLayout(left)
@@ -508,7 +516,8 @@ class LabelingView(QWidget):
     def _enable_labelling(self, on: bool) -> None:
         for button in (*self.nav_buttons.values(), *self.answer_buttons.values()):
             button.setEnabled(on)
-        for widget in (self.export_csv_button, self.export_json_button, self.coverage_button, self.subset_box):
+        for widget in (self.export_csv_button, self.export_json_button, self.coverage_button, self.subset_box,
+                       self.compare_button):
             widget.setEnabled(on)
 
     def _build_answer_buttons(self) -> None:
