@@ -39,7 +39,7 @@ CRITERIA_TITLES = {"idc": "IDC", "nc": "NC", "kmnc": "KMNC", "nbc": "NBC", "snac
 MEANS = (("accuracy", "accuracy", lambda p: p.correct.astype(np.float64)),
          ("fol_mean", "mean FOL∞", lambda p: p.fol),
          ("gini_mean", "mean DeepGini", lambda p: p.gini),
-         ("novelty_mean", "mean novelty (L2 to the nearest training input)", lambda p: p.novelty))
+         ("novelty_mean", "mean novelty", lambda p: p.novelty))
 MEDIANS = (("fol_median", "median FOL∞", lambda p: p.fol),
            ("novelty_median", "median novelty", lambda p: p.novelty))
 

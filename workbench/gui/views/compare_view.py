@@ -360,7 +360,7 @@ class CompareView(QWidget):
         self.table.setVerticalHeaderLabels([r[0] for r in rows])
         for r, row in enumerate(rows):
             for c, text in enumerate(row[1:]):
-                item = QTableWidgetItem(text)
+                item = QTableWidgetItem(text.replace(" [", "\n[", 1))  # the interval under the value: narrow columns
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 verdict = verdicts.get((keys[r], header[c + 1])) if r < len(keys) else None
                 if verdict is not None:
@@ -371,6 +371,7 @@ class CompareView(QWidget):
                         item.setForeground(QBrush(QColor(140, 140, 140)))
                 self.table.setItem(r, c, item)
         self.table.resizeColumnsToContents()
+        self.table.resizeRowsToContents()
 
     def _fill_differences(self) -> None:
         rows = difference_rows(self.comparison.to_dict())
