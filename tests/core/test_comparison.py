@@ -62,7 +62,7 @@ def test_every_figure_equals_a_direct_computation(setting, fashion_tiny, lenet5_
         assert summary.figures["fol_mean"].value == pytest.approx(float(np.mean(scores["fol_linf"])), rel=1e-6)
         assert summary.figures["fol_median"].value == pytest.approx(float(np.median(scores["fol_linf"])), rel=1e-6)
         # novelty: the nearest of the 150 sampled training inputs, by a plain loop over a few inputs
-        sample = seeded_sample(400, 150, [3, 0x4E0E])
+        sample = seeded_sample(400, 150, [0, 0x4E0E])  # the novelty sample does not depend on the seed
         train = fashion_tiny.split("train").numpy(sample).reshape(150, -1).astype(np.float64)
         profile = comparison.profiles[summary.name]
         for i in range(5):

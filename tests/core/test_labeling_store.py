@@ -172,14 +172,14 @@ def test_only_answers_and_redos_can_be_undone_and_only_undos_redone(tmp_path):
             store.answer("gen", "x1", "  ", "1", session="s1")
 
 
-def test_study_settings_are_kept_and_replaced(tmp_path):
+def test_study_settings_are_kept_and_merged(tmp_path):
     path = tmp_path / FILE
-    with LabelStore(path) as store:
+    with LabelStore(path) as store, LabelStore(path) as other:
         assert store.study("gen") == {}
-        store.set_study("gen", {"seed": 3})
-        store.set_study("gen", {"seed": 4, "check_every": 5})
+        store.update_study("gen", {"seed": 3, "keymap": {"invalid": "Q"}})
+        other.update_study("gen", {"seed": 4, "check_every": 5})  # another rater's change keeps the key map
     with LabelStore(path, read_only=True) as store:
-        assert store.study("gen") == {"seed": 4, "check_every": 5}
+        assert store.study("gen") == {"seed": 4, "check_every": 5, "keymap": {"invalid": "Q"}}
 
 
 def test_a_read_only_store_refuses_to_write(tmp_path):

@@ -55,7 +55,7 @@ def test_three_sets_compared_as_the_core_compares_them(qtbot, settled_window, tm
     rows = [view.table.verticalHeaderItem(r).text() for r in range(view.table.rowCount())]
     r = rows.index("IDC coverage")
     for k, s in enumerate(c.to_dict()["sets"]):
-        assert view.table.item(r, k).text() == figure_text("idc", s["figures"]["idc"])
+        assert view.table.item(r, k).text() == figure_text("idc", s["figures"]["idc"]).replace(" [", "\n[", 1)
     assert "validity judged by" in rows and view.table.item(rows.index("validity judged by"), 1).text() == "proxy"
     # Plots, what each set adds, differences.
     view.tabs.setCurrentIndex(1)

@@ -76,7 +76,7 @@ def test_labelling_with_the_keyboard_alone(qtbot, settled_window):
     # An answer is one committed row, and the next image is on screen before the key press returns.
     first = s.entry
     key(qtbot, view, Qt.Key.Key_3)
-    assert view.canvas.shown_key == (s.entry.kind, s.entry.index) != (first.kind, first.index)
+    assert view.canvas.shown_key == view.key_of(s.entry) != view.key_of(first)
     answered = rows(window, action="answer")
     assert [(r.input_id, r.answer, r.rater, r.mode) for r in answered] == [(s.input_id(first), "3", "ann", "blind")]
     assert answered[0].seconds is not None and answered[0].seconds >= 0
@@ -112,7 +112,7 @@ def test_labelling_with_the_keyboard_alone(qtbot, settled_window):
     key(qtbot, view, str(s.check_class(check)))
     stored = rows(window, action="answer")[-1]
     assert stored.check_class == s.check_class(check) and stored.answer == str(s.check_class(check))
-    assert stored.input_id.startswith("fashion-mnist:test#")
+    assert stored.input_id.startswith("check:fashion-mnist:test#")
     # Keys answer every remaining item; the status says when all is done.
     while not s.done:
         entry = s.entry

@@ -118,9 +118,9 @@ def cmd_compare(args) -> int:
     reversed_ = [d for d in data["differences"] if d.get("reversed")]
     lines.append(f"{supported} of {len(data['differences'])} pairwise differences are supported by their 95 % "
                  "intervals (coverage of sets of different sizes: size-matched draws).")
-    lines += [f"  reversed at equal size: {data['figures'].get(d['figure'], d['figure'])}, {d['a']} − {d['b']}: "
-              f"{d['difference']:+.3f} observed, [{d['low']:+.3f}, {d['high']:+.3f}] at {d['size_matched']['size']} "
-              "inputs" for d in reversed_]
+    lines += [f"  reversed: {data['figures'].get(d['figure'], d['figure'])}, {d['a']} − {d['b']}: "
+              f"{d['difference']:+.3f} observed, interval [{d['low']:+.3f}, {d['high']:+.3f}]"
+              + (f" at {d['size_matched']['size']} inputs each" if d.get("size_matched") else "") for d in reversed_]
     for criterion, overlap in data["overlaps"].items():
         lines.append(f"  {criterion}: items only one set covers — "
                      + ", ".join(f"{n} {c}" for n, c in overlap["only"].items()))
@@ -135,8 +135,6 @@ def cmd_combine(args) -> int:
 
     project = _project(args, needed=True)
     names = parse_list(args.testsets, "--testsets")
-    if args.name in {t["name"] for t in project.testsets} or args.name in project.artifacts():
-        raise error(f"The project already has a test set or result named {args.name!r}.", "Choose another --name.")
     if args.operation == "adds-new":
         from workbench.core.comparison.compare import compare_testsets
 

@@ -61,7 +61,7 @@ def cmd_label_stats(args) -> int:
 
 def cmd_label_export(args) -> int:
     from workbench.core.labeling.exchange import export_csv, export_json
-    from workbench.core.labeling.label_store import open_store
+    from workbench.core.labeling.label_store import read_store
 
     out = Path(args.out).expanduser()
     if out.suffix.lower() not in (".csv", ".json"):
@@ -73,7 +73,7 @@ def cmd_label_export(args) -> int:
     if out.suffix.lower() == ".csv":
         export_csv(study, out, dataset, setup.options)
     else:
-        with open_store(project) as store:
+        with read_store(project) as store:
             rows = store.current(setup.name)
         export_json(study, out, rows, setup.settings, dataset, setup.options)
     emit(args, {"testset": setup.name, "path": str(out), "items": len(study.items), "raters": study.raters},

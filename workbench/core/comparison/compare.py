@@ -142,11 +142,14 @@ def _median_figure(values, draws: rs.Draws) -> tuple[Figure, np.ndarray]:
     return Figure(float(np.median(finite)) if len(finite) else None, *(bounds or (None, None))), resampled
 
 
-def summarise(profile: SetProfile, valid: np.ndarray | None, validity: str, num_classes: int, resamples: int,
-              seed: int) -> tuple[SetSummary, dict[str, np.ndarray], rs.Draws]:
-    """A set's figures with their bootstrap intervals; also the resampled values (for differences)."""
+def summarise(profile: SetProfile, validity, num_classes: int, resamples: int,
+              seed) -> tuple[SetSummary, dict[str, np.ndarray], rs.Draws]:
+    """A set's figures with their bootstrap intervals; also the resampled values (for differences).
+    `validity` is the set's `profiles.Validity` (or None): the validity rate is taken over the inputs it
+    has judged, the valid-only coverages over the inputs it finds valid."""
     draws = rs.bootstrap_draws(len(profile), resamples, seed)
     figures, resampled = {}, {}
+    valid = None if validity is None else validity.valid
     for key, items in profile.items.items():
         figures[key], resampled[key] = _coverage_figure(items, draws)
         if valid is not None:
@@ -156,11 +159,12 @@ def summarise(profile: SetProfile, valid: np.ndarray | None, validity: str, num_
         figures[key], resampled[key] = _mean_figure(values(profile), draws)
     for key, _, values in MEDIANS:
         figures[key], resampled[key] = _median_figure(values(profile), draws)
-    if valid is not None:
-        figures["validity"], resampled["validity"] = _mean_figure(valid.astype(np.float64), draws)
+    if validity is not None:
+        figures["validity"], resampled["validity"] = _mean_figure(valid.astype(np.float64), draws,
+                                                                  np.flatnonzero(validity.judged))
     counts = np.bincount(profile.labels, minlength=num_classes)[:num_classes].tolist()
     summary = SetSummary(profile.name, profile.source, len(profile), [int(c) for c in counts],
-                         int((~profile.correct).sum()), figures, validity,
+                         int((~profile.correct).sum()), figures, "" if validity is None else validity.source,
                          None if valid is None else int(valid.sum()),
                          {key: cov.growth(items) for key, items in profile.items.items()},
                          profile_artifact=profile.artifact, profile_reused=profile.reused)
@@ -215,38 +219,49 @@ def compare_testsets(ctx: JobContext, project, names: list[str], model, dataset,
 
     if len(names) < 2:
         raise WorkbenchError("A comparison needs two or more test sets.", "Name them, e.g. --testsets A,B.")
-    if len(set(names)) != len(names):
-        raise WorkbenchError("A test set is named twice.", "Name each set once.")
     unknown = [c for c in criteria if c not in COMPARABLE]
     if unknown:
         raise WorkbenchError(f"Cannot compare by {', '.join(unknown)}.", f"Compare by {', '.join(COMPARABLE)}.")
     if resamples < 10:
         raise WorkbenchError(f"{resamples} resamples cannot give an interval.", "Use 1,000 (or at least 100).")
     testsets = [resolve(project, name, dataset, model=model, ctx=ctx) for name in names]
+    resolved = [t.name for t in testsets]
+    if len(set(resolved)) != len(resolved):  # e.g. a dataset and its test split are one set
+        twice = sorted({n for n in resolved if resolved.count(n) > 1})
+        raise WorkbenchError(f"A test set is named twice: {', '.join(twice)}.", "Name each set once.")
+    notes = [n for t in testsets for n in t.notes]
+    empty = [t.name for t in testsets if len(t) == 0]
+    if empty:  # e.g. a human-validated subset before any input has a consensus
+        notes.append(f"left out, holding no inputs: {', '.join(empty)}")
+        testsets = [t for t in testsets if len(t)]
+        if len(testsets) < 2:
+            raise WorkbenchError(f"{', '.join(empty)} holds no inputs, so fewer than two sets are left to compare.",
+                                 "Compare sets that hold inputs (a human-validated subset fills as raters answer).")
     steps = len(testsets) + 1
     ctx.progress(0, steps, "fitting the criteria")
+    # the fits, profiles and novelty sample do not depend on the seed: another seed only resamples again
     results = measure_coverage(ctx.quiet(), model, dataset, layer, list(criteria), test_split=testsets[0], m=m,
-                               seed=seed, project=project if project is not None and not project.read_only else None,
+                               project=project if project is not None and not project.read_only else None,
                                importance=importance)
     profiles, validity = {}, {}
     for k, testset in enumerate(testsets):
         ctx.progress(k + 1, steps, f"profiling {testset.name}")
         profiles[testset.name] = profile_testset(ctx.quiet(), project, model, dataset, testset, results, eps,
-                                                 novelty_sample, seed)
+                                                 novelty_sample)
         validity[testset.name] = validity_mask(project, testset)
     summaries, resampled = [], {}
-    for testset in testsets:
-        valid, source = validity[testset.name]
-        summary, values, _ = summarise(profiles[testset.name], valid, source, dataset.num_classes, resamples, seed)
+    for k, testset in enumerate(testsets):  # each set its own stream: sets whose rows line up are not paired
+        summary, values, _ = summarise(profiles[testset.name], validity[testset.name], dataset.num_classes,
+                                       resamples, [seed, k])
         summaries.append(summary)
         resampled[testset.name] = values
     keys = [k for k in summaries[0].figures if all(k in s.figures for s in summaries)]
-    valid_rows = {name: mask for name, (mask, _) in validity.items()}
+    valid_rows = {name: (None if v is None else v.valid) for name, v in validity.items()}
     drawn: dict = {}
     differences = [d for a, b in combinations(summaries, 2) for key in keys
                    if (d := _difference(key, a, b, resampled, profiles, valid_rows, resamples, seed, drawn)) is not None]
     overlaps = {}
-    for key in profiles[names_of(summaries)[0]].items:
+    for key in profiles[summaries[0].name].items:
         covered = {s.name: cov.covered_items(profiles[s.name].items[key]) for s in summaries}
         total = profiles[summaries[0].name].items[key].shape[1]
         only = {}
@@ -265,10 +280,6 @@ def compare_testsets(ctx: JobContext, project, names: list[str], model, dataset,
                 "layer": layer_name, "m": int(m), "criteria": list(results), "resamples": int(resamples),
                 "seed": int(seed), "fol_eps": float(eps), "novelty_sample": int(novelty_sample),
                 "interval": "percentile bootstrap, 95 %", "fits": {k: r.fit_artifact for k, r in results.items()}}
-    notes = [n for t in testsets for n in t.notes]
     return Comparison(summaries, list(results), settings, differences, overlaps, titles,
                       list(dataset.class_names), profiles, notes, {t.name: t for t in testsets}, list(names))
 
-
-def names_of(summaries: list[SetSummary]) -> list[str]:
-    return [s.name for s in summaries]

@@ -33,6 +33,7 @@ from workbench.core.sampling import seeded_sample
 
 KIND = "comparison-profile"
 NOVELTY_SAMPLE = 10_000
+CHUNK = 2000  # inputs scored and measured at a time
 FOL_EPS = 0.1
 #: criteria a comparison can take: each has a total of items and a per-input profile
 COMPARABLE = ("idc", "nc", "kmnc", "nbc", "snac", "tknc")
@@ -128,12 +129,19 @@ def compute_profile(ctx: JobContext, model, dataset, testset, results: dict, eps
         if total is None:
             continue
         items[key] = item_matrix(profiles[key], int(total), int(getattr(r.criterion, "items_per_neuron", 1)))
-    ctx.progress(1, 3, f"{testset.name}: FOL and uncertainty")
-    x = testset.numpy()
-    scores = score_inputs(ctx.quiet(), model, x, testset.labels, x0=x, eps=eps)
-    predictions = scores["probs_matrix"].argmax(axis=1).astype(np.int64)
-    ctx.progress(2, 3, f"{testset.name}: novelty")
-    novelty = nearest_distances(ctx, x, dataset.split(dataset.fit_split), novelty_sample, seed)
+    ctx.progress(1, 3, f"{testset.name}: FOL, uncertainty and novelty")
+    train = dataset.split(dataset.fit_split)
+    parts: dict[str, list] = {"fol": [], "gini": [], "predictions": [], "novelty": []}
+    for start in range(0, len(testset), CHUNK):  # chunk by chunk: the set is never held whole
+        rows = np.arange(start, min(start + CHUNK, len(testset)))
+        x = testset.numpy(rows)
+        scores = score_inputs(ctx.quiet(), model, x, testset.labels[rows], x0=x, eps=eps)
+        parts["fol"].append(scores["fol_linf"])
+        parts["gini"].append(scores["deepgini"])
+        parts["predictions"].append(scores["probs_matrix"].argmax(axis=1))
+        parts["novelty"].append(nearest_distances(ctx, x, train, novelty_sample, seed))
+    fol, gini, novelty = (np.concatenate(parts[k]).astype(np.float64) for k in ("fol", "gini", "novelty"))
+    predictions = np.concatenate(parts["predictions"]).astype(np.int64)
     ctx.progress(3, 3, f"{testset.name}: profiled")
     how = {"testset": testset.name, "identity": testset_identity(testset), "model": model.name,
            "model_fingerprint": model.fingerprint(), "criteria": {k: r.criterion.identity for k, r in results.items()
@@ -142,8 +150,7 @@ def compute_profile(ctx: JobContext, model, dataset, testset, results: dict, eps
            "fol": "eps * ||grad_x J||_1 at the input (x0 = x)", "novelty_sample": int(novelty_sample),
            "novelty_split": dataset.fit_split, "seed": int(seed)}
     return SetProfile(testset.name, testset.source.describe(), np.asarray(testset.ids).astype(str),
-                      np.asarray(testset.labels, np.int64), predictions, scores["fol_linf"].astype(np.float64),
-                      scores["deepgini"].astype(np.float64), novelty.astype(np.float64), items,
+                      np.asarray(testset.labels, np.int64), predictions, fol, gini, novelty, items,
                       list(testset.class_names or dataset.class_names), how)
 
 
@@ -165,7 +172,8 @@ def profile_testset(ctx: JobContext, project, model, dataset, testset, results: 
                     novelty_sample: int = NOVELTY_SAMPLE, seed: int = 0) -> SetProfile:
     """The set's profile, read back from the project when it was made before, else computed (and stored)."""
     key = profile_key(testset, model, results, eps, novelty_sample, seed)
-    totals = {k: int(r.criterion.coverage().total) for k, r in results.items() if r.criterion.coverage().total}
+    totals = {k: int(r.criterion.coverage().total) for k, r in results.items()
+              if r.criterion.coverage().total is not None}  # as `compute_profile` keeps them
     if project is not None:
         found = project.find_artifact(KIND, cache_key=key)
         if found is not None:
@@ -183,24 +191,35 @@ def profile_testset(ctx: JobContext, project, model, dataset, testset, results: 
     return profile
 
 
-def validity_mask(project, testset) -> tuple[np.ndarray | None, str]:
-    """Which inputs count as valid, and by whose judgement: the human consensus when the set is labelled
-    ("human"), else both validity proxies ("proxy"), else (None, "")."""
+@dataclass
+class Validity:
+    """Which inputs count as valid (`valid`), which were judged at all (`judged`), and by whom: the human
+    consensus ("human", judged = the items it has decided) or both validity proxies ("proxy", every input)."""
+
+    valid: np.ndarray
+    judged: np.ndarray
+    source: str
+
+
+def validity_mask(project, testset) -> Validity | None:
+    """The set's validity judgement: the human consensus once it has decided an item, else the two
+    validity proxies where the set has their verdicts, else None."""
     from workbench.core.labeling.label_store import LabelStore, store_path
-    from workbench.core.labeling.validated import human_subset
+    from workbench.core.labeling.validated import human_judgement
 
     if project is not None and store_path(project).exists():
         try:
             with LabelStore(store_path(project), read_only=True) as store:
                 labelled = testset.name in store.labelled_testsets()
+            judged = human_judgement(project, testset) if labelled else None
         except WorkbenchError:
-            labelled = False
-        if labelled:
-            mask = np.zeros(len(testset), dtype=bool)
-            mask[human_subset(project, testset, "valid")] = True
-            return mask, "human"
+            judged = None  # a damaged store is reported where labels are read; here the proxies stand in
+        if judged is not None:
+            valid, decided = (np.zeros(len(testset), dtype=bool) for _ in range(2))
+            valid[judged[0]], decided[judged[1]] = True, True
+            return Validity(valid, decided, "human")
     columns = testset.columns
     if "proxy_selforacle_invalid" in columns and "proxy_daiv_invalid" in columns:
-        return ~(np.asarray(columns["proxy_selforacle_invalid"], bool)
-                 | np.asarray(columns["proxy_daiv_invalid"], bool)), "proxy"
-    return None, ""
+        valid = ~(np.asarray(columns["proxy_selforacle_invalid"], bool) | np.asarray(columns["proxy_daiv_invalid"], bool))
+        return Validity(valid, np.ones(len(testset), dtype=bool), "proxy")
+    return None

@@ -203,6 +203,16 @@ def _table(header: list[str], rows: list[list]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def verdict(difference: dict) -> str:
+    """'yes', 'reversed at equal size' (a size-matched interval on the other side of 0), 'reversed' or
+    'not supported'."""
+    if difference["supported"]:
+        return "yes"
+    if difference.get("reversed"):
+        return "reversed at equal size" if difference.get("size_matched") else "reversed"
+    return "not supported"
+
+
 def difference_rows(data: dict) -> list[list[str]]:
     rows = []
     for d in data["differences"]:
@@ -214,7 +224,7 @@ def difference_rows(data: dict) -> list[list[str]]:
                      "—" if d["low"] is None else f"[{d['low'] * scale:+.2f}, {d['high'] * scale:+.2f}]",
                      "—" if not matched else f"{matched['larger']} drawn to {matched['size']} inputs: "
                                              f"[{100 * matched['low']:.1f}, {100 * matched['high']:.1f}] %",
-                     "yes" if d["supported"] else "reversed at equal size" if d.get("reversed") else "not supported"])
+                     verdict(d)])
     return rows
 
 

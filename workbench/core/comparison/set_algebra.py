@@ -34,7 +34,7 @@ def _check(testsets) -> None:
 
 
 def _take(testset, rows: np.ndarray) -> dict[str, np.ndarray]:
-    return {"x": testset.numpy(rows) if len(rows) else testset.numpy(np.zeros(0, np.int64)),
+    return {"x": testset.numpy(rows),
             "y": np.asarray(testset.labels)[rows].astype(np.int64), "ids": np.asarray(testset.ids)[rows].astype(str),
             **{k: np.asarray(v)[rows] for k, v in testset.columns.items() if k != "parent_index"}}
 
@@ -75,10 +75,16 @@ def recipe(operation: str, names: list[str]) -> str:
     return SYMBOLS[operation].join(names) if operation in SYMBOLS else f"{operation}({', '.join(names)})"
 
 
+def _check_free(project, name: str) -> None:
+    if name in {t["name"] for t in project.testsets} or name in project.artifacts():
+        raise WorkbenchError(f"The project already has a test set or result named {name!r}.", "Choose another name.")
+
+
 def save_combination(project, name: str, operation: str, testsets, dataset: str = "") -> dict:
     """Combine `testsets` and store the result as the project test set `name`, with its recipe."""
     from workbench.core.testsets import save_testset
 
+    _check_free(project, name)
     arrays = combine(operation, testsets)
     if len(arrays["y"]) == 0:
         raise WorkbenchError(f"{recipe(operation, [t.name for t in testsets])} holds no inputs, so nothing was saved.",
@@ -117,6 +123,7 @@ def save_new_items(project, comparison, name: str, new_name: str, criterion: str
     (its parent may be a set only a model can make again, such as NAME[misclassified])."""
     from workbench.core.testsets import save_testset
 
+    _check_free(project, new_name)
     rows = adding_new_items(comparison, name, criterion)
     if len(rows) == 0:
         raise WorkbenchError(f"No input of {name!r} reaches a {criterion} item the other sets leave uncovered.",

@@ -10,7 +10,8 @@ than two raters:
 
 So one "invalid" beside one other class reads validity `N/A`, preservation `no`. Items with fewer
 answers than the study asks for (two by default) are `pending`. The majority columns decide by more
-than half of the raters (`tie` otherwise), preservation only among images the majority found valid.
+than half of the raters (`tie` otherwise); preservation is `N/A` where the majority found the image
+invalid.
 """
 
 from __future__ import annotations

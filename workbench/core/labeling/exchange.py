@@ -26,6 +26,7 @@ from pathlib import Path
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.labeling.answers import AnswerOptions, is_valid, keeps_label, parse_answer
+from workbench.core.labeling.queue import rater_seed
 from workbench.core.labeling.study import ALL, Study, StudyItem
 
 EXPORT_FORMAT = "dl-workbench-labels-export"
@@ -140,7 +141,8 @@ def export_json(study: Study, path: str | Path, rows=(), settings: dict | None =
     document = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "testset": study.name, "dataset": dataset,
                 "settings": {**(settings or {}), "options": options.as_dict() if options else None,
                              "min_raters": study.min_raters},
-                "raters": raters or [{"name": r} for r in study.raters], "items": items,
+                "raters": raters or [{"name": r, "order_seed": rater_seed(int((settings or {}).get("seed", 0)), r)}
+                                     for r in study.raters], "items": items,
                 "attention_checks": checks, "summary": study_summary(study)}
     return _write(Path(path), lambda handle: json.dump(document, handle, indent=1, default=str))
 

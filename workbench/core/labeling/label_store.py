@@ -243,7 +243,7 @@ class LabelStore:
         """Supersede an answer or redo row: the item gets back the answer it had before `row`."""
         if row.action not in ("answer", "redo"):
             raise ValueError(f"only an answer or a redo can be undone, not a {row.action}")
-        before = self._db.execute(
+        before = self._writable().execute(
             "SELECT answer FROM answers WHERE testset = ? AND rater = ? AND input_id = ? AND id < ? "
             "AND action != 'skip' ORDER BY id DESC LIMIT 1", (row.testset, row.rater, row.input_id, row.id)).fetchone()
         return self._insert(row.testset, row.input_id, row.rater, before[0] if before else None, action="undo",
@@ -258,10 +258,16 @@ class LabelStore:
                             session=session, mode=undone.mode, seconds=undone.seconds,
                             check_class=undone.check_class, supersedes=undo_row.id)
 
-    def set_study(self, testset: str, settings: dict) -> None:
-        """Save a study's settings (order seed, check rate, key map, …), shared by all its raters."""
-        self._writable().execute("INSERT INTO studies (testset, settings) VALUES (?, ?) ON CONFLICT (testset) "
-                                 "DO UPDATE SET settings = excluded.settings", (testset, json.dumps(settings)))
+    def update_study(self, testset: str, changes: dict) -> dict:
+        """Change some of a study's settings (its seed, check rate, key map, …), shared by all its raters: read,
+        merged and written under the write lock, so two raters changing different settings keep both."""
+        db = self._writable()
+        with self._transaction():
+            row = db.execute("SELECT settings FROM studies WHERE testset = ?", (testset,)).fetchone()
+            settings = {**(json.loads(row[0]) if row else {}), **changes}
+            db.execute("INSERT INTO studies (testset, settings) VALUES (?, ?) ON CONFLICT (testset) "
+                       "DO UPDATE SET settings = excluded.settings", (testset, json.dumps(settings)))
+        return settings
 
     # --- reading ----------------------------------------------------------------------------------------
 
@@ -300,10 +306,13 @@ class LabelStore:
                                                "ORDER BY MIN(id)", (testset,))]
 
     def labelled_testsets(self) -> list[str]:
-        """The test sets with at least one row, in the order they were first labelled."""
+        """The test sets with at least one answer to one of their items (skips and attention checks aside), in
+        the order they were first labelled."""
         if self._db is None:
             return []
-        return [r[0] for r in self._db.execute("SELECT testset FROM answers GROUP BY testset ORDER BY MIN(id)")]
+        return [r[0] for r in self._db.execute(
+            "SELECT testset FROM answers WHERE action = 'answer' AND check_class IS NULL GROUP BY testset "
+            "ORDER BY MIN(id)")]
 
     def study(self, testset: str) -> dict:
         if self._db is None:
@@ -329,5 +338,10 @@ def store_path(project) -> Path:
 
 
 def open_store(project) -> LabelStore:
-    """The project's label store (created with the first answer's connection when missing)."""
+    """The project's label store for writing (created when missing)."""
     return LabelStore(store_path(project), read_only=bool(getattr(project, "read_only", False)))
+
+
+def read_store(project) -> LabelStore:
+    """The project's label store for reading only: a missing store reads as empty, and nothing is created."""
+    return LabelStore(store_path(project), read_only=True)

@@ -10,7 +10,7 @@
   order, so human effort goes first where the machines cannot settle the question. How much of the
   total expected disagreement the rater's answers cover is shown as they go.
 - **Attention checks.** One real test image of known class in every `check_every` entries (1 in 10
-  by default), chosen with the rater's seed.
+  by default), drawn with the study's seed (the same checks for every rater, in each rater's order).
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QGridLayout,
                                QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
 
 from workbench.core.comparison.report import COLOURS, difference_rows, table_rows, write_csv, write_html, write_json
+from workbench.core.comparison.report import verdict as verdict_text
 from workbench.core.testsets import list_testsets
 from workbench.gui.jobs import IO, LONG
 from workbench.gui.keyed_jobs import KeyedJobs
@@ -305,8 +306,10 @@ class CompareView(QWidget):
             self.status.setText(f"Loading {model_name}…")
             return
         if dataset is None:
-            if self.selection.dataset:
-                self.session.load_dataset(self.selection.dataset, then=lambda _: self.compare())
+            if not self.selection.dataset:
+                self.status.setText("Choose the dataset the criteria are fitted on (the tool bar's Dataset).")
+                return
+            self.session.load_dataset(self.selection.dataset, then=lambda _: self.compare())
             self.status.setText("Loading the dataset…")
             return
         names = list(self.chosen)
@@ -364,9 +367,7 @@ class CompareView(QWidget):
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 verdict = verdicts.get((keys[r], header[c + 1])) if r < len(keys) else None
                 if verdict is not None:
-                    word = "supported" if verdict["supported"] else (
-                        "reversed at equal size" if verdict.get("reversed") else "not supported by the intervals")
-                    item.setToolTip(f"Difference from {first}: {word}")
+                    item.setToolTip(f"Difference from {first}: {verdict_text(verdict)}")
                     if not verdict["supported"]:
                         item.setForeground(QBrush(QColor(140, 140, 140)))
                 self.table.setItem(r, c, item)
@@ -502,7 +503,7 @@ class CompareView(QWidget):
         if not name:
             self.status.setText("Name the new test set first.")
             return
-        if operation == "adds-new" and (self.comparison is None or len(self.comparison.sets) != len(self.chosen)):
+        if operation == "adds-new" and (self.comparison is None or self.comparison.chosen != self.chosen):
             self.status.setText("Compare the ticked sets first: the new combinations come from the comparison.")
             return
         bundle = self.session.models.get(self.model_box.currentText())
@@ -535,10 +536,6 @@ def _save_algebra(ctx, operation, names, name, comparison, model, dataset, proje
     from workbench.core.comparison.set_algebra import save_combination, save_new_items
     from workbench.core.testsets import resolve
 
-    if name in {t["name"] for t in project.testsets} or name in project.artifacts():
-        from workbench.core.errors import WorkbenchError
-
-        raise WorkbenchError(f"The project already has a test set or result named {name!r}.", "Choose another name.")
     if operation == "adds-new":
         return save_new_items(project, comparison, comparison.names()[0], name, "idc")
     compared = dict(zip(comparison.chosen, comparison.testsets.values())) if comparison is not None else {}

@@ -36,8 +36,7 @@ from workbench.core.labeling.answers import DIFFERENT, INVALID
 from workbench.core.labeling.exchange import export_csv, export_json, import_csv, study_summary
 from workbench.core.labeling.keymap import checked_keymap, key_actions, normalise_key, parse_keymap
 from workbench.core.labeling.label_store import LabelStore, store_path
-from workbench.core.labeling.project_studies import check_images, current_study, prepare_study
-from workbench.core.labeling.session import LabellingSession
+from workbench.core.labeling.project_studies import check_images, current_study, prepare_study, start_session
 from workbench.core.labeling.study import SUBSETS
 from workbench.core.testsets import list_testsets
 from workbench.gui.app_settings import app_settings
@@ -167,7 +166,7 @@ class LabelingView(QWidget):
         self.session, self.selection = session, selection
         self.jobs = KeyedJobs(session.runner, self, keep=8)  # summaries are keyed by when they were asked
         self.setup = None  # the StudySetup being labelled
-        self.labelling: LabellingSession | None = None
+        self.labelling = None  # the rater's LabellingSession
         self.store: LabelStore | None = None
         self.keymap = checked_keymap()
         self.actions = key_actions(self.keymap)
@@ -472,9 +471,10 @@ class LabelingView(QWidget):
         self.start_button.setEnabled(False)
         dataset = self.session.datasets.get(self.selection.dataset) if self.selection.dataset else None
         every = self.checks_box.value()
-        job = self.jobs.run(("study", name), f"Open labelling study {name}", _open_study, self.session.project,
-                            name, dataset, every, uses_device=False, lane=IO, view="labelling", report_errors=False,
-                            then=lambda result: self._started(result, rater))
+        job = self.jobs.run(("study", name, rater), f"Open labelling study {name}", _open_study,
+                            self.session.project, name, dataset, every, rater, self.mode,
+                            self.order_box.currentData(), uses_device=False, lane=IO, view="labelling",
+                            report_errors=False, then=self._started)
         if job is not None:
             job.failed.connect(self._start_failed)
             job.cancelled.connect(lambda: self.start_button.setEnabled(True))
@@ -483,19 +483,13 @@ class LabelingView(QWidget):
         self.start_button.setEnabled(True)
         self.status.setText(f"Cannot label this set: {error_text(exc)}")
 
-    def _started(self, result, rater: str) -> None:
-        setup, checks = result
+    def _started(self, result) -> None:
+        setup, labelling = result
+        checks = labelling.checks
         self.start_button.setEnabled(True)
-        try:
-            if self.store is None or self.store.path != store_path(self.session.project):
-                self.store = LabelStore(store_path(self.session.project))
-            labelling = LabellingSession(self.store, setup.name, setup.items, setup.testset.images, setup.options,
-                                         rater, checks, mode=self.mode, seed=int(setup.settings["seed"]),
-                                         order=self.order_box.currentData(),
-                                         check_every=int(setup.settings["check_every"]))
-        except WorkbenchError as exc:
-            self.status.setText(f"Cannot label this set: {error_text(exc)}")
-            return
+        if self.store is not None and self.store is not labelling.store:
+            self.store.close()
+        self.store = labelling.store
         self.setup, self.labelling, self.imported = setup, labelling, None
         self.keymap = checked_keymap(setup.settings.get("keymap") or {})
         self.actions = key_actions(self.keymap)
@@ -600,11 +594,12 @@ class LabelingView(QWidget):
         if self.auto_box.isChecked():
             # the next image is painted first: the rater never waits for the answer's commit to disk
             upcoming = s.upcoming()
-            self.canvas.show_image((upcoming.kind, upcoming.index), s.image(upcoming))
+            self.canvas.show_image(self.key_of(upcoming), s.image(upcoming))
             self.canvas.repaint()
         try:
             s.answer(answer, advance=self.auto_box.isChecked())
         except WorkbenchError as exc:
+            self.show_entry()  # back to the image the answer was for
             report_error(self, "The answer could not be saved", exc)
             return
         self.show_entry()
@@ -627,7 +622,7 @@ class LabelingView(QWidget):
             return
         entry = s.entry
         answer = s.answer_of(entry)
-        self.canvas.show_image((entry.kind, entry.index), s.image(entry),
+        self.canvas.show_image(self.key_of(entry), s.image(entry),
                                self._frame(entry) if self.mode == "review" else None)
         for key, button in self.answer_buttons.items():
             button.setChecked(key == answer)
@@ -644,7 +639,11 @@ class LabelingView(QWidget):
         if s is None:
             return
         ahead = [s.queue[i] for i in range(s.position + 1, min(s.position + 1 + PREFETCH, len(s.queue)))]
-        self.canvas.prefetch(((e.kind, e.index), s.image(e)) for e in ahead)
+        self.canvas.prefetch((self.key_of(e), s.image(e)) for e in ahead)
+
+    def key_of(self, entry) -> tuple:
+        """What a pixmap is of: the entry's input in this study (another study's item i is another image)."""
+        return self.labelling.name, entry.kind, self.labelling.input_id(entry)
 
     def _frame(self, entry):
         if entry.kind == "check" or self.setup is None:
@@ -797,8 +796,7 @@ class LabelingView(QWidget):
             return
         self.keymap, self.actions = keymap, key_actions(keymap)
         if self.setup is not None and self.store is not None:
-            self.setup.settings["keymap"] = overrides
-            self.store.set_study(self.setup.name, self.setup.settings)
+            self.setup.settings = self.store.update_study(self.setup.name, {"keymap": overrides})
             self._build_answer_buttons()
             self._enable_labelling(self.labelling is not None)
         self._show_keys()
@@ -810,11 +808,6 @@ class LabelingView(QWidget):
         if self.setup is not None:
             self.open_in_coverage.emit(f"{self.setup.name}[{self.subset_box.currentData()}]")
 
-    def closeEvent(self, event) -> None:
-        if self.store is not None:
-            self.store.close()
-        super().closeEvent(event)
-
 
 def _login() -> str:
     try:
@@ -825,11 +818,20 @@ def _login() -> str:
 
 # --- jobs (run off the UI thread) ------------------------------------------------------------------------------
 
-def _open_study(ctx, project, name, dataset, check_every):
-    ctx.progress(0, 2, f"reading {name}")
+def _open_study(ctx, project, name, dataset, check_every, rater, mode, order):
+    """The study and the rater's session of it, with the label store opened and checked here, off the UI
+    thread (the store's connection is then used by the view alone)."""
+    ctx.progress(0, 3, f"reading {name}")
     setup = prepare_study(project, name, dataset, check_every=check_every)
-    ctx.progress(1, 2, "choosing the attention checks")
-    return setup, check_images(project, setup)
+    ctx.progress(1, 3, "choosing the attention checks")
+    checks = check_images(project, setup)
+    ctx.progress(2, 3, "reading the answers")
+    store = LabelStore(store_path(project))
+    try:
+        return setup, start_session(project, store, setup, rater, mode, checks, order)
+    except BaseException:
+        store.close()
+        raise
 
 
 def _summarise(ctx, project, setup):
@@ -838,13 +840,13 @@ def _summarise(ctx, project, setup):
 
 
 def _export(ctx, project, setup, path, kind):
-    from workbench.core.labeling.label_store import open_store
+    from workbench.core.labeling.label_store import read_store
 
     study = current_study(project, setup)
     dataset = setup.testset.source.dataset
     if kind == "csv":
         return export_csv(study, path, dataset, setup.options)
-    with open_store(project) as store:
+    with read_store(project) as store:
         rows = store.current(setup.name)
     return export_json(study, path, rows, setup.settings, dataset, setup.options)
 
