@@ -43,7 +43,7 @@ def main() -> int:
     parser.add_argument("--mode", choices=("blind", "review"), default="blind")
     args = parser.parse_args()
 
-    from PySide6.QtCore import QCoreApplication, Qt
+    from PySide6.QtCore import QCoreApplication
     from PySide6.QtTest import QTest
     from PySide6.QtWidgets import QApplication
 

@@ -132,6 +132,20 @@ def atomic_path(path: str | os.PathLike):
 
 
 @contextmanager
+def atomic_text(path: str | os.PathLike):
+    """A text file (UTF-8, `newline=""` for CSV) written beside `path` and renamed into place: a failed
+    export leaves no half file and the old one as it was. A missing folder or a write error is reported."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise WorkbenchError(f"The folder {path.parent} does not exist.", "Create it, or choose another file.")
+    try:
+        with atomic_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as handle:
+            yield handle
+    except OSError as exc:
+        raise WorkbenchError(f"Cannot write {path}: {exc.strerror}.", "Choose a folder you can write to.") from exc
+
+
+@contextmanager
 def atomic_folder(path: str | os.PathLike):
     """Yield a new empty temporary folder beside `path`; on success it takes `path`'s place, on failure it
     vanishes and `path` stays as it was.

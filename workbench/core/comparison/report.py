@@ -15,12 +15,11 @@ import csv
 import html
 import io
 import json
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
-from workbench.core.errors import WorkbenchError
+from workbench.core.store import atomic_text
 
 COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
            "#bab0ac")
@@ -64,7 +63,7 @@ def table_rows(data: dict) -> tuple[list[str], list[list[str]]]:
 def write_csv(data: dict, path: str | Path) -> Path:
     """One row per (set, figure): value, interval and counts; then one row per pairwise difference."""
     path = Path(path)
-    with _opened(path) as handle:
+    with atomic_text(path) as handle:
         writer = csv.writer(handle)
         writer.writerow(["set", "figure", "title", "value", "low", "high", "covered", "total"])
         for s in data["sets"]:
@@ -84,20 +83,9 @@ def write_csv(data: dict, path: str | Path) -> Path:
 
 def write_json(data: dict, path: str | Path) -> Path:
     path = Path(path)
-    with _opened(path) as handle:
+    with atomic_text(path) as handle:
         json.dump(data, handle, indent=1, default=str)
     return path
-
-
-@contextmanager
-def _opened(path: Path):
-    """A text file written beside `path` and renamed into place: a failed report leaves no half file."""
-    from workbench.core.store import atomic_path
-
-    if not path.parent.is_dir():
-        raise WorkbenchError(f"The folder {path.parent} does not exist.", "Create it, or choose another file.")
-    with atomic_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as handle:
-        yield handle
 
 
 # --- plots ------------------------------------------------------------------------------------------------
@@ -275,6 +263,6 @@ one: the larger set drawn down to the smaller's size.</p>{_table(["figure", "set
 </body></html>
 """
     path = Path(path)
-    with _opened(path) as handle:
+    with atomic_text(path) as handle:
         handle.write(page)
     return path

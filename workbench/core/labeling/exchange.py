@@ -82,16 +82,10 @@ def _write_csv(handle, header, rows) -> None:
 
 
 def _write(path: Path, fill) -> Path:
-    """Write through a temporary file renamed into place, so a failed export leaves no half file."""
-    from workbench.core.store import atomic_path
+    from workbench.core.store import atomic_text
 
-    if not path.parent.is_dir():
-        raise WorkbenchError(f"The folder {path.parent} does not exist.", "Create it, or choose another file.")
-    try:
-        with atomic_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as handle:
-            fill(handle)
-    except OSError as exc:
-        raise WorkbenchError(f"Cannot write {path}: {exc.strerror}.", "Choose a folder you can write to.") from exc
+    with atomic_text(path) as handle:
+        fill(handle)
     return path
 
 
