@@ -72,8 +72,8 @@ def test_combine_stores_set_algebra_with_its_recipe(capsys, project, slice_name)
     assert resolve(opened, "d").ids.tolist() == first.ids[60:].tolist()
     np.testing.assert_array_equal(resolve(opened, "d").numpy(), first.numpy()[60:])
     assert opened.artifacts("testset")["d"]["provenance"]["recipe"] == f"{a} − {b}"
-    new = run_json(capsys, "combine", "adds-new", "--project", project, "--testsets", f"{slice_name}:test[misclassified],{b}",
-                   "--name", "n", "--model", "lenet5-fashion")
+    new = run_json(capsys, "combine", "adds-new", "--project", project, "--testsets",
+                   f"{slice_name}:test[misclassified],{b}", "--name", "n", "--model", "lenet5-fashion")
     assert new["size"] >= 1
     assert "adding new idc items" in Project.open(project).artifacts("testset")["n"]["provenance"]["recipe"]
 

@@ -51,7 +51,8 @@ def project(tmp_path_factory, fashion_slice, slice_dir):
             k = 0
             while not s.done:
                 entry = s.entry
-                s.answer(str(s.check_class(entry)) if entry.kind == "check" else answers_of(rater, s.items[entry.index], k))
+                given = answers_of(rater, s.items[entry.index], k) if entry.kind == "item" else None
+                s.answer(str(s.check_class(entry)) if entry.kind == "check" else given)
                 k += 1
     return Project.open(folder), setup
 
@@ -100,7 +101,8 @@ def test_export_then_import_recomputes_the_same_consensus(capsys, project, tmp_p
     run_json(capsys, "label-export", "--project", folder, "--testset", NAME, "--out", out)
     document = json.loads(out.read_text())
     assert len(document["items"]) == 16 and len(document["raters"]) == 3
-    assert all(len(i["answers"]) == 3 and all(a["seconds"] is not None for a in i["answers"]) for i in document["items"])
+    assert all(len(i["answers"]) == 3 and all(a["seconds"] is not None for a in i["answers"])
+               for i in document["items"])
     assert document["attention_checks"] and document["settings"]["check_every"] == 10
 
 

@@ -155,3 +155,26 @@ def test_bad_input_is_refused(setting, fashion_tiny, lenet5_fashion):
         compare_testsets(ctx, project, NAMES, lenet5_fashion, fashion_tiny, "fc2", 4, ("lsa",), resamples=50)
     with pytest.raises(WorkbenchError, match="resamples"):
         compare_testsets(ctx, project, NAMES, lenet5_fashion, fashion_tiny, "fc2", 4, CRITERIA, resamples=2)
+
+
+def test_human_labels_give_the_validity_and_label_preservation_rates(setting, fashion_tiny, lenet5_fashion):
+    from workbench.core.labeling.label_store import open_store
+
+    project, _ = setting
+    gen = resolve(project, "gen", fashion_tiny)
+    with open_store(project) as store:  # two raters on the first 10 inputs: valid and kept, valid and another
+        store.update_study("gen", {"all_inputs": True})  # the set has no misbehaviours: label every input
+        for i in range(10):  # class, or invalid, by turns
+            for rater, answer in (("a", str(gen.labels[i])), ("b", [str(gen.labels[i]), str((gen.labels[i] + 1) % 10),
+                                                                     "invalid"][i % 3])):
+                store.answer("gen", str(gen.ids[i]), rater, answer, session="s")
+    comparison = compare_testsets(JobContext("cpu"), project, ["test[first=120]", "gen"], lenet5_fashion,
+                                  fashion_tiny, "fc2", 4, ("idc",), resamples=100, novelty_sample=150)
+    summary = comparison.sets[1]
+    # with all_inputs, all 40 inputs are items; 10 are decided
+    assert summary.validity == "human"
+    valid = [i for i in range(10) if i % 3 != 2]  # both raters valid
+    kept = [i for i in range(10) if i % 3 == 0]  # both chose the label
+    assert summary.figures["validity"].value == pytest.approx(len(valid) / 10)
+    assert summary.figures["preservation"].value == pytest.approx(len(kept) / 10)
+    assert summary.valid_inputs == len(valid)

@@ -6,8 +6,8 @@ the profiles alone:
 
 - per set: size, class balance, accuracy and misbehaviours of the model, each criterion's coverage
   ("28.9 % — 74 / 256"), mean and median FOL∞, mean DeepGini, mean and median novelty, and — where the
-  set is labelled or judged by the proxies — its validity rate and the coverage of its valid inputs
-  only (validity-aware coverage: a generator cannot buy coverage with invalid images);
+  set is labelled or judged by the proxies — its validity rate (and, from human labels, its
+  label-preservation rate) over the inputs judged, and the coverage of its valid inputs only (validity-aware coverage: a generator cannot buy coverage with invalid images);
 - per figure a seeded bootstrap interval (`resampling`);
 - per pair of sets and figure the difference with a 95 % interval: the bootstrap differences for
   means and for coverages of sets of one size; for coverages of sets of different sizes the
@@ -160,8 +160,11 @@ def summarise(profile: SetProfile, validity, num_classes: int, resamples: int,
     for key, _, values in MEDIANS:
         figures[key], resampled[key] = _median_figure(values(profile), draws)
     if validity is not None:
-        figures["validity"], resampled["validity"] = _mean_figure(valid.astype(np.float64), draws,
-                                                                  np.flatnonzero(validity.judged))
+        judged = np.flatnonzero(validity.judged)
+        figures["validity"], resampled["validity"] = _mean_figure(valid.astype(np.float64), draws, judged)
+        if validity.preserving is not None:
+            figures["preservation"], resampled["preservation"] = _mean_figure(
+                validity.preserving.astype(np.float64), draws, judged)
     counts = np.bincount(profile.labels, minlength=num_classes)[:num_classes].tolist()
     summary = SetSummary(profile.name, profile.source, len(profile), [int(c) for c in counts],
                          int((~profile.correct).sum()), figures, "" if validity is None else validity.source,
@@ -259,7 +262,8 @@ def compare_testsets(ctx: JobContext, project, names: list[str], model, dataset,
     valid_rows = {name: (None if v is None else v.valid) for name, v in validity.items()}
     drawn: dict = {}
     differences = [d for a, b in combinations(summaries, 2) for key in keys
-                   if (d := _difference(key, a, b, resampled, profiles, valid_rows, resamples, seed, drawn)) is not None]
+                   if (d := _difference(key, a, b, resampled, profiles, valid_rows, resamples, seed, drawn))
+                   is not None]
     overlaps = {}
     for key in profiles[summaries[0].name].items:
         covered = {s.name: cov.covered_items(profiles[s.name].items[key]) for s in summaries}
@@ -273,7 +277,8 @@ def compare_testsets(ctx: JobContext, project, names: list[str], model, dataset,
         overlaps[key] = {"only": only, "membership": cov.membership(covered, total)}
     titles = {**{k: f"{CRITERIA_TITLES.get(k, k)} coverage" for k in results},
               **{f"{k}_valid": f"{CRITERIA_TITLES.get(k, k)} coverage of the valid inputs" for k in results},
-              **{k: t for k, t, _ in MEANS}, **{k: t for k, t, _ in MEDIANS}, "validity": "validity rate"}
+              **{k: t for k, t, _ in MEANS}, **{k: t for k, t, _ in MEDIANS}, "validity": "validity rate",
+              "preservation": "label-preservation rate (valid, expected class)"}
     layer_name = next((r.provenance.get("identity", {}).get("params", {}).get("layer") for r in results.values()
                        if r.name == "idc"), layer)
     settings = {"model": model.name, "model_fingerprint": model.fingerprint(), "dataset": dataset.name,

@@ -194,11 +194,13 @@ def profile_testset(ctx: JobContext, project, model, dataset, testset, results: 
 @dataclass
 class Validity:
     """Which inputs count as valid (`valid`), which were judged at all (`judged`), and by whom: the human
-    consensus ("human", judged = the items it has decided) or both validity proxies ("proxy", every input)."""
+    consensus ("human", judged = the items it has decided) or both validity proxies ("proxy", every input).
+    The human consensus also says which valid inputs keep their label (`preserving`)."""
 
     valid: np.ndarray
     judged: np.ndarray
     source: str
+    preserving: np.ndarray | None = None
 
 
 def validity_mask(project, testset) -> Validity | None:
@@ -215,11 +217,12 @@ def validity_mask(project, testset) -> Validity | None:
         except WorkbenchError:
             judged = None  # a damaged store is reported where labels are read; here the proxies stand in
         if judged is not None:
-            valid, decided = (np.zeros(len(testset), dtype=bool) for _ in range(2))
-            valid[judged[0]], decided[judged[1]] = True, True
-            return Validity(valid, decided, "human")
+            valid, preserving, decided = (np.zeros(len(testset), dtype=bool) for _ in range(3))
+            valid[judged[0]], preserving[judged[1]], decided[judged[2]] = True, True, True
+            return Validity(valid, decided, "human", preserving)
     columns = testset.columns
     if "proxy_selforacle_invalid" in columns and "proxy_daiv_invalid" in columns:
-        valid = ~(np.asarray(columns["proxy_selforacle_invalid"], bool) | np.asarray(columns["proxy_daiv_invalid"], bool))
+        valid = ~(np.asarray(columns["proxy_selforacle_invalid"], bool)
+                  | np.asarray(columns["proxy_daiv_invalid"], bool))
         return Validity(valid, np.ones(len(testset), dtype=bool), "proxy")
     return None

@@ -23,7 +23,7 @@ from workbench.core.store import atomic_text
 
 COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
            "#bab0ac")
-PERCENT_FIGURES = ("accuracy", "validity")
+PERCENT_FIGURES = ("accuracy", "validity", "preservation")
 
 
 def _is_percent(key: str, figure: dict) -> bool:
@@ -51,7 +51,8 @@ def table_rows(data: dict) -> tuple[list[str], list[list[str]]]:
     """The figures table: one row per figure, one column per set (the comparison's `to_dict()`)."""
     sets = data["sets"]
     header = ["figure", *(s["name"] for s in sets)]
-    rows = [["inputs", *(f"{s['size']:,}" for s in sets)], ["misbehaviours", *(f"{s['misbehaviours']:,}" for s in sets)]]
+    rows = [["inputs", *(f"{s['size']:,}" for s in sets)],
+            ["misbehaviours", *(f"{s['misbehaviours']:,}" for s in sets)]]
     keys = list(dict.fromkeys(k for s in sets for k in s["figures"]))
     for key in keys:
         rows.append([data["figures"].get(key, key), *(figure_text(key, s["figures"][key]) if key in s["figures"]
@@ -113,9 +114,10 @@ def coverage_bars(data: dict) -> bytes:
     axes = figure.add_subplot()
     width = 0.8 / len(sets)
     for k, s in enumerate(sets):
-        values = [100 * s["figures"][c]["value"] for c in criteria]
-        low = [100 * (s["figures"][c]["value"] - s["figures"][c].get("low", s["figures"][c]["value"])) for c in criteria]
-        high = [100 * (s["figures"][c].get("high", s["figures"][c]["value"]) - s["figures"][c]["value"]) for c in criteria]
+        figures = [s["figures"][c] for c in criteria]
+        values = [100 * f["value"] for f in figures]
+        low = [100 * (f["value"] - f.get("low", f["value"])) for f in figures]
+        high = [100 * (f.get("high", f["value"]) - f["value"]) for f in figures]
         positions = np.arange(len(criteria)) + (k - (len(sets) - 1) / 2) * width
         axes.bar(positions, values, width, color=COLOURS[k % len(COLOURS)], label=s["name"],
                  yerr=np.abs([low, high]), capsize=2, error_kw={"linewidth": 0.8})

@@ -58,9 +58,10 @@ def human_subset(project, testset, which: str) -> np.ndarray:
     return np.asarray(study.human_subset(which), np.int64)
 
 
-def human_judgement(project, testset) -> tuple[np.ndarray, np.ndarray] | None:
-    """(valid, decided) positions in `testset`: the inputs the human consensus finds valid, and those it has
-    decided at all (items with enough answers); None when no item of the set has an answer yet."""
+def human_judgement(project, testset) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(valid, valid and label-preserving, decided) positions in `testset`: the inputs the human consensus
+    finds valid, those it also finds of the expected class, and those it has decided at all (items with
+    enough answers); None when no item of the set has an answer yet."""
     with read_store(project) as store:
         rows = store.current(testset.name)
         settings = study_settings(store, testset.name)
@@ -68,4 +69,5 @@ def human_judgement(project, testset) -> tuple[np.ndarray, np.ndarray] | None:
     decided = sorted(item.index for item in study.items if study.consensus(item).decided)
     if not decided:
         return None
-    return np.asarray(study.human_subset("valid"), np.int64), np.asarray(decided, np.int64)
+    return (np.asarray(study.human_subset("valid"), np.int64),
+            np.asarray(study.human_subset("valid-preserving"), np.int64), np.asarray(decided, np.int64))

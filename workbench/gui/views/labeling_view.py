@@ -734,9 +734,9 @@ class LabelingView(QWidget):
             lines.append(f"<b>{question}</b>: {shown}")
         self.agreement_label.setText("Agreement of the raters — " + "<br>".join(lines))
         checks = [c for c in summary.get("checks", []) if c["answered"]]
-        self.checks_label.setText("Attention checks: " + ("; ".join(
-            f"{c['rater']} {c['answered'] - c['failed']}/{c['answered']} passed" + (" — flagged" if c["flagged"] else "")
-            for c in checks) if checks else "none answered yet"))
+        passed = [f"{c['rater']} {c['answered'] - c['failed']}/{c['answered']} passed"
+                  + (" — flagged" if c["flagged"] else "") for c in checks]
+        self.checks_label.setText("Attention checks: " + ("; ".join(passed) if passed else "none answered yet"))
 
     # --- files ------------------------------------------------------------------------------------------
 
