@@ -79,6 +79,19 @@ def test_three_sets_compared_as_the_core_compares_them(qtbot, settled_window, tm
     qtbot.waitUntil(lambda: "Saved" in view.status.text(), timeout=TIMEOUT_MS)
     saved = resolve(type(window.session.project).open(window.session.project.folder), "test-without-misclassified")
     assert len(saved) == c.sets[0].size - c.sets[2].size
+    # What the generated set adds, in the Coverage view's matrices: generated-x against the test split.
+    view.tabs.setCurrentIndex(2)
+    view.adds_set.setCurrentText("generated-x")
+    view.against_box.setCurrentText("fashion-mnist:test")
+    qtbot.mouseClick(view.against_button, Qt.MouseButton.LeftButton)
+    coverage = window.views["coverage"]
+    assert window.tabs.currentWidget() is coverage
+    qtbot.waitUntil(lambda: coverage.a_box.currentData() == "stored:generated-x"
+                    and coverage.difference.isChecked(), timeout=TIMEOUT_MS)
+    assert coverage.b_box.currentData() == "fashion-mnist:test"
+    # A set the Coverage view does not list is said so, in the Compare view.
+    window.show_against("fashion-mnist:test[first=7]", "generated-x")
+    assert window.tabs.currentWidget() is view and "not one of them" in view.status.text()
 
 
 def test_a_set_sent_from_the_project_panel_joins_the_comparison(qtbot, settled_window):

@@ -287,12 +287,23 @@ class MainWindow(QMainWindow):
         self.views["generation"].open_in_compare.connect(self.compare)
         self.views["labelling"].open_in_compare.connect(self.compare)
         self.views["compare"].open_in_coverage.connect(self.measure_in_coverage)
+        self.views["compare"].show_against.connect(self.show_against)
 
     def measure_in_coverage(self, testset: str) -> None:
         """Show the Coverage view with the stored test set `testset` among its measured sets."""
         coverage = self.views["coverage"]
         coverage.add_stored_set(testset)
         self.show_view("coverage")
+
+    def show_against(self, a: str, b: str) -> None:
+        """The Coverage view's matrices of test set `a` against `b` (the cells only one covers, both, neither)."""
+        coverage = self.views["coverage"]
+        self.show_view("coverage")
+        if not coverage.show_against(a, b):
+            self.show_view("compare")
+            self.views["compare"].status.setText(f"The Coverage view measures the project's listed test sets; "
+                                                 f"{a if coverage.key_of(a) is None else b} is not one of them. "
+                                                 "Save it as a test set (Set algebra) to see it there.")
 
     def compare(self, testsets: list[str]) -> None:
         """Show the Compare view with `testsets` among the sets compared."""

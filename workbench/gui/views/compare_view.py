@@ -9,8 +9,8 @@ coverage, accuracy, FOL, DeepGini, novelty, validity and the coverage of the val
 its bootstrap interval; a figure whose difference from the first set the intervals do not support is
 shown in grey. *Plots* has coverage bars with their intervals, overlaid FOL histograms, coverage
 growth and the class distribution. *What each set adds* gives the items only one set covers, the
-exact overlaps of all the sets (an UpSet plot's bars) and the inputs that reach what no other set
-reaches. *Differences* lists every pair and figure with its interval and verdict. The report exports
+exact overlaps of all the sets (an UpSet plot's bars), the inputs that reach what no other set
+reaches, and opens the Coverage view's matrices with one set against another. *Differences* lists every pair and figure with its interval and verdict. The report exports
 as self-contained HTML, CSV or JSON, and set algebra saves unions, intersections, differences and
 "the inputs that add new combinations" as new test sets. See docs/methods/comparison.md.
 """
@@ -60,6 +60,8 @@ class CompareView(QWidget):
     remembered_values = {"chosen": list}
     #: a test set to measure in the Coverage view
     open_in_coverage = Signal(str)
+    #: (A, B): show the Coverage view's IDC and KMNC matrices of A against B
+    show_against = Signal(str, str)
 
     def __init__(self, session: Session, selection: Selection, parent: QWidget | None = None):
         super().__init__(parent)
@@ -184,6 +186,15 @@ class CompareView(QWidget):
         pick.addWidget(QLabel("Inputs that reach what no other set reaches, of"))
         pick.addWidget(self.adds_set)
         pick.addWidget(self.unique_label, 1)
+        self.against_box = QComboBox()
+        self.against_button = QPushButton("Show in the matrices")
+        self.against_button.setToolTip("Open the Coverage view's IDC and KMNC matrices with this set against the "
+                                       "chosen one: the cells only one of them covers, and those both cover")
+        self.against_button.clicked.connect(lambda: self.show_against.emit(self.adds_set.currentText(),
+                                                                           self.against_box.currentText()))
+        pick.addWidget(QLabel("against"))
+        pick.addWidget(self.against_box)
+        pick.addWidget(self.against_button)
         adds_layout.addLayout(pick)
         adds_layout.addWidget(self.unique_grid, 1)
         self.differences = QTableWidget(0, 6)
@@ -342,7 +353,7 @@ class CompareView(QWidget):
         self._fill_table()
         self._fill_differences()
         for box, values in ((self.growth_criterion, comparison.criteria), (self.adds_criterion, comparison.criteria),
-                            (self.adds_set, comparison.names())):
+                            (self.adds_set, comparison.names()), (self.against_box, comparison.names())):
             box.blockSignals(True)
             box.clear()
             box.addItems(values)

@@ -80,6 +80,7 @@ class CoverageView(AnalysisView):
         self.criteria = [info.name for info in criterion_catalogue() if info.default]
         self.set_keys: list[str] | None = None  # the chosen sets; None until the defaults are known
         self._wanted_sets: list[str] = []  # sets to add to the defaults once they are known
+        self._wanted_against: tuple[str, str] | None = None  # (A, B) keys the matrices show once laid out
         self.choices = []
         self.cell: tuple[str, int, int] | None = None  # (matrix, row, column) whose inputs are listed
         self._table_layout: tuple | None = None
@@ -312,6 +313,26 @@ class CoverageView(AnalysisView):
         elif key not in self.set_keys:
             self.choose_sets([*self.set_keys, key])
 
+    def key_of(self, name: str) -> str | None:
+        """The choice key of the test set `name` as the project lists it (a split, its right or wrong
+        inputs, or a stored set), None when this view does not offer it."""
+        for c in self.choices:
+            if c.stored == name or (not c.stored and f"{c.dataset}:{c.split}" == name and not c.subset):
+                return c.key
+            if c.subset and name == f"{c.dataset}:{c.split}[{c.subset}]":
+                return c.key
+        return None
+
+    def show_against(self, a: str, b: str) -> bool:
+        """Measure the test sets `a` and `b` and show the matrices' difference of A with B: which cells only A
+        covers, only B, both, or neither. False when either set is not one this view measures."""
+        keys = [self.key_of(a), self.key_of(b)]
+        if None in keys:
+            return False
+        self._wanted_against = (keys[0], keys[1])
+        self.choose_sets([*(self.set_keys or []), *keys])
+        return True
+
     def show_stored(self, how: dict, dataset_spec: str | None) -> None:
         """Measure what a stored coverage result or fit was made of (its provenance `how`): its
         criterion joins the chosen ones, its IDC layer becomes the selected layer, and the set it
@@ -366,6 +387,17 @@ class CoverageView(AnalysisView):
         self.b_box.setEnabled(len(chosen) > 1)
         if len(chosen) < 2:
             self.difference.setChecked(False)
+        if self._wanted_against is not None and all(k in (c.key for c in chosen) for k in self._wanted_against):
+            a, b = self._wanted_against
+            self._wanted_against = None
+            for box, key in ((self.a_box, a), (self.b_box, b)):
+                box.blockSignals(True)
+                box.setCurrentIndex(box.findData(key))
+                box.blockSignals(False)
+            if self.difference.isChecked():
+                self._on_matrix_choice()
+            else:
+                self.difference.setChecked(True)  # draws the difference
 
     # --- showing what the runs report ------------------------------------------------------------
 
