@@ -7,7 +7,8 @@ pass over the same 30,000 inputs (no gradients, batches of 500):
 
 - the first comparison, which fits the criteria and profiles every set (a pass with activations,
   one with input gradients for FOL, and the novelty distances);
-- the second, which reads the stored profiles back: what the Compare view waits for when it opens;
+- the second, which reads the stored profiles and each set's resampled figures back: what the Compare
+  view waits for when it opens again;
 - 1,000 bootstrap resamples of IDC and of KMNC coverage of one 10,000-input set from its stored
   covered items, without the model.
 

@@ -111,6 +111,7 @@ def test_profiles_are_stored_and_read_back_and_the_bootstrap_is_reproducible(set
     again = compare_testsets(JobContext("cpu"), Project.open(project.folder), NAMES, lenet5_fashion, fashion_tiny,
                              "fc2", 4, CRITERIA, resamples=200, seed=3, novelty_sample=150)
     assert all(s.profile_reused for s in again.sets) and not any(s.profile_reused for s in first.sets)
+    assert all(s.figures_reused for s in again.sets) and not any(s.figures_reused for s in first.sets)
     assert json.dumps(again.to_dict()["sets"][0]["figures"]) == json.dumps(first.to_dict()["sets"][0]["figures"])
     assert again.to_dict()["differences"] == first.to_dict()["differences"]
     other = compare_testsets(JobContext("cpu"), project, NAMES, lenet5_fashion, fashion_tiny, "fc2", 4, CRITERIA,

@@ -4,7 +4,8 @@
 fits are stored and reused), profiles every set (`profiles`, stored and reused), and computes from
 the profiles alone:
 
-- per set: size, class balance, accuracy and misbehaviours of the model, each criterion's coverage
+- per set (stored with its profile, so a set summarised once is read back in any comparison): size,
+  class balance, accuracy and misbehaviours of the model, each criterion's coverage
   ("28.9 % — 74 / 256"), mean and median FOL∞, mean DeepGini, mean and median novelty, and — where the
   set is labelled or judged by the proxies — its validity rate (and, from human labels, its
   label-preservation rate) over the inputs judged, and the coverage of its valid inputs only (validity-aware coverage: a generator cannot buy coverage with invalid images);
@@ -23,6 +24,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import combinations
+
+import hashlib
+import json
 
 import numpy as np
 from scipy import sparse
@@ -73,6 +77,7 @@ class SetSummary:
     unique_inputs: dict[str, np.ndarray] = field(default_factory=dict)  # criterion → input rows only it reaches
     profile_artifact: str = ""
     profile_reused: bool = False
+    figures_reused: bool = False  # the figures and their resamples were read back, not resampled again
 
 
 @dataclass
@@ -174,6 +179,62 @@ def summarise(profile: SetProfile, validity, num_classes: int, resamples: int,
     return summary, resampled, draws
 
 
+SUMMARY_KIND = "comparison-figures"
+
+
+def _validity_digest(validity) -> str:
+    if validity is None:
+        return ""
+    h = hashlib.sha256(validity.source.encode())
+    for mask in (validity.valid, validity.judged, validity.preserving):
+        h.update(b"-" if mask is None else np.packbits(mask).tobytes())
+    return h.hexdigest()
+
+
+def summary_of(project, profile: SetProfile, validity, num_classes: int, resamples: int,
+               seed: int) -> tuple[SetSummary, dict[str, np.ndarray]]:
+    """A set's figures and resampled values, read back from the project when this profile, judgement,
+    number of resamples and seed were summarised before, else computed (`summarise`) and stored.
+
+    Each set draws its own stream, seeded by the seed and the set's stable identity (not its place in
+    the comparison), so sets whose rows line up are not paired and a set keeps its intervals in any
+    company."""
+    identity = str(profile.provenance.get("identity", profile.name))
+    stream = [int(seed), int(hashlib.sha256(identity.encode()).hexdigest()[:8], 16)]
+    key = hashlib.sha256(json.dumps([profile.key, int(resamples), stream, _validity_digest(validity)]).encode()
+                         ).hexdigest()
+    if project is not None and profile.key:
+        found = project.find_artifact(SUMMARY_KIND, cache_key=key)
+        if found is not None:
+            try:
+                return _read_summary(project, found, profile)
+            except (WorkbenchError, KeyError, TypeError, ValueError):
+                pass  # a damaged or older record is made again
+    summary, values, _ = summarise(profile, validity, num_classes, resamples, stream)
+    if project is not None and not project.read_only and profile.key:
+        arrays = {**{f"resampled_{k}": v for k, v in values.items()},
+                  **{f"growth_{k}": g for k, g in summary.growth.items()}}
+        project.save_artifact(SUMMARY_KIND, f"comparison-figures-{profile.name}-{key[:8]}", arrays, cache_key=key,
+                              profile=profile.artifact, testset=profile.name, resamples=int(resamples),
+                              seed=int(seed), figures={k: f.as_dict() for k, f in summary.figures.items()},
+                              class_counts=summary.class_counts, misbehaviours=summary.misbehaviours,
+                              validity=summary.validity, valid_inputs=summary.valid_inputs)
+    return summary, values
+
+
+def _read_summary(project, name: str, profile: SetProfile) -> tuple[SetSummary, dict[str, np.ndarray]]:
+    artifact = project.load_artifact(name, kind=SUMMARY_KIND)
+    how = artifact.provenance
+    figures = {k: Figure(f.get("value"), f.get("low"), f.get("high"), f.get("covered"), f.get("total"))
+               for k, f in how["figures"].items()}
+    values = {k.removeprefix("resampled_"): artifact[k] for k in artifact.names if k.startswith("resampled_")}
+    growth = {k.removeprefix("growth_"): artifact[k] for k in artifact.names if k.startswith("growth_")}
+    summary = SetSummary(profile.name, profile.source, len(profile), list(how["class_counts"]),
+                         int(how["misbehaviours"]), figures, str(how["validity"]), how["valid_inputs"], growth,
+                         profile_artifact=profile.artifact, profile_reused=profile.reused, figures_reused=True)
+    return summary, values
+
+
 def _difference(key: str, a: SetSummary, b: SetSummary, resampled: dict, profiles: dict, valid: dict,
                 resamples: int, seed: int, drawn: dict) -> dict | None:
     """The difference a − b of figure `key` and its 95 % interval; whether the interval excludes 0.
@@ -253,9 +314,9 @@ def compare_testsets(ctx: JobContext, project, names: list[str], model, dataset,
                                                  novelty_sample)
         validity[testset.name] = validity_mask(project, testset)
     summaries, resampled = [], {}
-    for k, testset in enumerate(testsets):  # each set its own stream: sets whose rows line up are not paired
-        summary, values, _ = summarise(profiles[testset.name], validity[testset.name], dataset.num_classes,
-                                       resamples, [seed, k])
+    for testset in testsets:
+        summary, values = summary_of(project, profiles[testset.name], validity[testset.name], dataset.num_classes,
+                                     resamples, seed)
         summaries.append(summary)
         resampled[testset.name] = values
     keys = [k for k in summaries[0].figures if all(k in s.figures for s in summaries)]

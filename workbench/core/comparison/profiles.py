@@ -56,6 +56,7 @@ class SetProfile:
     provenance: dict = field(default_factory=dict)
     artifact: str = ""
     reused: bool = False
+    key: str = ""  # what the profile is stored under (the set, model, fits and settings it was made with)
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -180,10 +181,12 @@ def profile_testset(ctx: JobContext, project, model, dataset, testset, results: 
             try:
                 profile = read_profile(project, found, testset, totals)
                 profile.class_names = list(testset.class_names or dataset.class_names)
+                profile.key = key
                 return profile
             except (WorkbenchError, KeyError):
                 pass  # a damaged or older profile is made again
     profile = compute_profile(ctx, model, dataset, testset, results, eps, novelty_sample, seed)
+    profile.key = key
     if project is not None and not project.read_only:
         name = f"comparison-profile-{model.name}-{testset.name}-{key[:8]}"
         project.save_artifact(KIND, name, profile.arrays(), cache_key=key, **profile.provenance)
