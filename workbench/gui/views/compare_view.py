@@ -27,7 +27,6 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QGridLayout,
 
 from workbench.core.comparison.report import COLOURS, difference_rows, table_rows, write_csv, write_html, write_json
 from workbench.core.comparison.report import verdict as verdict_text
-from workbench.core.testsets import list_testsets
 from workbench.gui.jobs import IO, LONG
 from workbench.gui.keyed_jobs import KeyedJobs
 from workbench.gui.selection import Selection
@@ -227,14 +226,14 @@ class CompareView(QWidget):
     def showEvent(self, event) -> None:
         super().showEvent(event)
         if not self.chosen:  # a first look: sets that mean something together, chosen from what is there now
-            self.chosen = self._default_sets(list_testsets(self.session.project))
+            self.chosen = self._default_sets(self.session.testset_infos())
         self._fill()
         if self.comparison is None and len(self.chosen) >= 2 and not self.jobs.running("compare"):
             self.compare()  # stored profiles make this quick: the view shows where it was left
 
     def _fill(self) -> None:
         project = self.session.project
-        infos = list_testsets(project)
+        infos = self.session.testset_infos()  # listed once per version of the settings, not per show
         self.set_list.blockSignals(True)
         self.set_list.clear()
         for info in infos:

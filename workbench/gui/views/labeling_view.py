@@ -38,7 +38,6 @@ from workbench.core.labeling.keymap import checked_keymap, key_actions, normalis
 from workbench.core.labeling.label_store import LabelStore, store_path
 from workbench.core.labeling.project_studies import check_images, current_study, prepare_study, start_session
 from workbench.core.labeling.study import SUBSETS
-from workbench.core.testsets import list_testsets
 from workbench.gui.app_settings import app_settings
 from workbench.gui.errors import report_error
 from workbench.gui.jobs import IO
@@ -410,7 +409,7 @@ class LabelingView(QWidget):
 
     def _fill_testsets(self) -> None:
         current = self.testset_box.currentData()
-        infos = list_testsets(self.session.project)
+        infos = self.session.testset_infos()
         generated = [i for i in infos if i.source.role == "generated"]
         generated.sort(key=lambda i: str(i.extra.get("created", "")), reverse=True)
         others = [i for i in infos if i.source.role != "generated"]
