@@ -10,9 +10,10 @@ its bootstrap interval; a figure whose difference from the first set the interva
 shown in grey. *Plots* has coverage bars with their intervals, overlaid FOL histograms, coverage
 growth and the class distribution. *What each set adds* gives the items only one set covers, the
 exact overlaps of all the sets (an UpSet plot's bars), the inputs that reach what no other set
-reaches, and opens the Coverage view's matrices with one set against another. *Differences* lists every pair and figure with its interval and verdict. The report exports
-as self-contained HTML, CSV or JSON, and set algebra saves unions, intersections, differences and
-"the inputs that add new combinations" as new test sets. See docs/methods/comparison.md.
+reaches, and opens the Coverage view's matrices with one set against another. *Differences* lists
+every pair and figure with its interval and verdict. The report exports as self-contained HTML,
+CSV or JSON, and set algebra saves unions, intersections, differences and "the inputs that add new
+combinations" as new test sets. See docs/methods/comparison.md.
 """
 
 from __future__ import annotations
