@@ -85,6 +85,52 @@ class LatenessProbe:
         self.last = now
 
 
+class StallSampler:
+    """While the UI thread is late by more than `late_ms`, samples its Python stack every 2 ms from a
+    thread of its own: what the stalls themselves are made of, which a profile's totals hide."""
+
+    def __init__(self, probe: LatenessProbe, late_ms: float = 30.0):
+        import collections
+        import threading
+
+        self.probe, self.late_ms = probe, late_ms
+        self.samples: collections.Counter = collections.Counter()
+        self._ui = threading.get_ident()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.002):
+            last = self.probe.last
+            if last is None or not self.probe.timer.isActive() or \
+                    (time.perf_counter() - last) * 1000 - TICK_MS < self.late_ms:
+                continue
+            frames = sys._current_frames()
+            chain = self._chain(frames.pop(self._ui, None))
+            if not chain:  # in Qt's own code, or waiting there for the interpreter lock: who has it?
+                others = [self._chain(f, 2) for ident, f in frames.items() if ident != self._thread.ident]
+                chain = "(Qt, outside Python) while: " + " | ".join(c for c in others if c)
+            self.samples[chain] += 1
+
+    @staticmethod
+    def _chain(frame, depth: int = 6) -> str:
+        chain = []
+        while frame is not None and len(chain) < depth:
+            code = frame.f_code
+            if "workbench" in code.co_filename or "pyqtgraph" in code.co_filename:
+                chain.append(f"{Path(code.co_filename).name}:{frame.f_lineno} {code.co_name}")
+            frame = frame.f_back
+        return " < ".join(chain)
+
+    def report(self, top: int = 15) -> None:
+        self._stop.set()
+        total = sum(self.samples.values())
+        print(f"UI thread in stalls over {self.late_ms:.0f} ms: {total} samples of 2 ms, by innermost frames")
+        for chain, count in self.samples.most_common(top):
+            print(f"  {count * 2:>6} ms  {chain}")
+
+
 def pump_until(app, done, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -103,6 +149,8 @@ def main() -> int:
                         help="where long jobs run (default: a worker process, as in the application)")
     parser.add_argument("--profile", action="store_true",
                         help="profile the UI thread while the views compute and print where its time went")
+    parser.add_argument("--stalls", action="store_true",
+                        help="sample the UI thread's stack during stalls over 30 ms and print what they were made of")
     args = parser.parse_args()
 
     from PySide6.QtWidgets import QApplication
@@ -126,6 +174,7 @@ def main() -> int:
     shown_s = time.perf_counter() - launched
     probe = LatenessProbe()
     collector = CollectorPauses()
+    sampler = StallSampler(probe) if args.stalls else None
     idle = lambda: window.session.is_ready and window.runner.is_idle()  # noqa: E731
 
     profiler = None
@@ -178,6 +227,8 @@ def main() -> int:
         profiler.disable()
         print("UI thread, functions by cumulative time (the event loop's own waiting excluded):")
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(r"workbench|pyqtgraph", 40)
+    if sampler is not None:
+        sampler.report()
     placements = sorted({(job.name, job.record.where) for job in window.runner.jobs if job.record.lane == "long"})
     window.runner.shutdown()
     window.close()

@@ -135,7 +135,7 @@ def test_idc_matrix_has_the_layout_of_the_clusters_and_distinct_uncovered_cells(
     assert matrix.left.axis.neurons == [int(n) for n in idc.neurons[:3]]
     assert matrix.top.axis.neurons == [int(n) for n in idc.neurons[3:]]
     np.testing.assert_allclose(matrix.top.axis.centroids[0], idc.centroids[3])
-    assert any(label.toPlainText() == f"{idc.centroids[3][0]:.3g}" for label in matrix.top._labels)
+    assert f"{idc.centroids[3][0]:.3g}" in matrix.top.label_texts()
     # Hovering reads a cell out.
     r, c = uncovered[0]
     matrix.show_cell(int(r), int(c))

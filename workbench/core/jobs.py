@@ -193,6 +193,36 @@ def warm_up(ctx: JobContext) -> StartupReport:
     return StartupReport(device, reports)
 
 
+BACKGROUND_NICENESS = 10  # how far background work steps back behind the window's thread
+
+
+def run_in_background() -> None:
+    """Lower the calling thread's scheduling priority (and that of the threads it starts), so that on a
+    machine whose cores are all computing, the window's thread is scheduled as soon as it has
+    something to draw rather than waiting its turn behind the jobs. On Linux a priority is a thread's
+    own; elsewhere (where it is the process's) this is done only in a worker process. Never raised back:
+    a background thread stays one. Best effort: where it is not allowed, nothing changes."""
+    import sys
+
+    if not hasattr(os, "setpriority"):
+        return
+    try:
+        if sys.platform.startswith("linux"):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICENESS)
+    except OSError:
+        pass
+
+
+def run_process_in_background() -> None:
+    """`run_in_background` for a whole worker process, before it starts its compute threads."""
+    if not hasattr(os, "nice"):
+        return
+    try:
+        os.nice(BACKGROUND_NICENESS)
+    except OSError:
+        pass
+
+
 def share_cores(lanes: int = 2) -> int:
     """Give each of `lanes` compute lanes an equal share of all cores but one, so the window stays
     responsive and a click's job progresses beside a long one instead of fighting it for threads

@@ -361,9 +361,10 @@ def _failure(data: bytes | None, details: str) -> BaseException:
 
 def serve(conn, cancel, threads: int | None) -> None:
     """The child's loop: keep shared objects, run one job at a time, report back, until told to stop."""
-    from workbench.core.jobs import share_cores
+    from workbench.core.jobs import run_process_in_background, share_cores
     from workbench.core.plugins import load_plugins
 
+    run_process_in_background()  # before torch starts its threads, which inherit it
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
 

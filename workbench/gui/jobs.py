@@ -40,7 +40,7 @@ from typing import Any, Callable
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
 
 from workbench.core.errors import Cancelled
-from workbench.core.jobs import InlineExecutor, JobContext
+from workbench.core.jobs import InlineExecutor, JobContext, run_in_background
 from workbench.gui import ui_gc
 
 QUEUED, RUNNING, DONE, CANCELLED, FAILED = "queued", "running", "done", "cancelled", "failed"
@@ -120,6 +120,7 @@ class _Runnable(QRunnable):
     def run(self) -> None:
         job = self.job
         bridge, ctx, executor = job.bridge, job.ctx, job.executor
+        run_in_background()  # a lane's thread computes behind the window's
         if ctx.cancelled:
             bridge.cancelled.emit()
             return

@@ -198,6 +198,16 @@ class CoverageView(AnalysisView):
         self._redraw.setSingleShot(True)
         self._redraw.setInterval(REDRAW_MS)
         self._redraw.timeout.connect(self._show_all)
+        # A run's end is told once per set (every set's state is announced again): drawn once, on the next turn
+        self._settled = QTimer(self)
+        self._settled.setSingleShot(True)
+        self._settled.setInterval(0)
+        self._settled.timeout.connect(self._show_all)
+        # the matrix of the tab not shown is drawn on a later turn, so one result never draws both at once
+        self._hidden_matrix = QTimer(self)
+        self._hidden_matrix.setSingleShot(True)
+        self._hidden_matrix.setInterval(0)
+        self._hidden_matrix.timeout.connect(lambda: self._show_matrices(hidden=True))
         self.runs.changed.connect(self._on_run_changed)
         self.runs.sections_ready.connect(lambda _: self._show_cell())
         session.evaluation_ready.connect(lambda _: self.cell is not None and self._show_cell())
@@ -409,7 +419,7 @@ class CoverageView(AnalysisView):
                 self._show_all()
                 self._redraw.start()
         else:
-            self._show_all()
+            self._settled.start()
 
     def _show_all(self) -> None:
         self._show_table()
@@ -455,11 +465,15 @@ class CoverageView(AnalysisView):
         if self.cell is not None:
             self._show_cell()
 
-    def _show_matrices(self) -> None:
+    def _show_matrices(self, hidden: bool = False) -> None:
+        """Draw the matrix of the tab shown (with `hidden`, the other one), and the other on the next turn."""
         if self.runs.current is None:
             return
-        self._show_matrix("idc", self.idc)
-        self._show_matrix("kmnc", self.kmnc)
+        shown = "idc" if self.matrix_tabs.currentWidget() is self.idc else "kmnc"
+        which = ("kmnc" if shown == "idc" else "idc") if hidden else shown
+        self._show_matrix(which, self.idc if which == "idc" else self.kmnc)
+        if not hidden:
+            self._hidden_matrix.start()
 
     def _show_matrix(self, which: str, panel) -> None:
         a_key, b_key = self.matrix_sets()

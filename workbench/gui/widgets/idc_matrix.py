@@ -28,6 +28,9 @@ NAME_HEIGHT = 18  # px of the row neurons' names under the left strips
 LIGHTEST, DARKEST = 238, 150  # grey levels of a neuron's lowest and highest cluster
 
 
+LABEL_COLOR = "#202020"
+
+
 def centroid_text(value: float) -> str:
     return f"{value:.3g}" if abs(value) < 100 else f"{value:,.0f}"
 
@@ -44,6 +47,43 @@ class Axis:
     neurons: list[int]
     centroids: list[np.ndarray]
     indices: np.ndarray  # (cells, len(neurons)) the cluster of each neuron in each row/column
+
+
+class RunLabels(pg.GraphicsObject):
+    """Texts centred on points of the view, drawn upright at the font's size whatever the zoom: one item
+    that paints them all, where a text item per label cost a scene item each (tens of ms for a header)."""
+
+    def __init__(self):
+        super().__init__()
+        self.labels: list[tuple[tuple[float, float], str]] = []
+        self._bounds = QRectF()
+        self.setZValue(5)
+
+    def set_labels(self, labels: list[tuple[tuple[float, float], str]]) -> None:
+        """(x, y) in view coordinates and the text centred there."""
+        self.prepareGeometryChange()
+        self.labels = labels
+        xs = [x for (x, _), _ in labels] or [0.0]
+        ys = [y for (_, y), _ in labels] or [0.0]
+        self._bounds = QRectF(min(xs) - 1, min(ys) - 1, max(xs) - min(xs) + 2, max(ys) - min(ys) + 2)
+        self.update()
+
+    def boundingRect(self) -> QRectF:
+        return self._bounds
+
+    def paint(self, painter, *args) -> None:
+        if not self.labels:
+            return
+        to_device = painter.transform()
+        painter.resetTransform()  # the text at the font's size, not stretched by the view's scale
+        painter.setPen(QColor(LABEL_COLOR))
+        metrics = painter.fontMetrics()
+        height = metrics.height()
+        for (x, y), text in self.labels:
+            centre = to_device.map(QPointF(x, y))
+            width = metrics.horizontalAdvance(text) + 4
+            painter.drawText(QRectF(centre.x() - width / 2, centre.y() - height / 2, width, height),
+                             Qt.AlignmentFlag.AlignCenter, text)
 
 
 class ClusterHeader(pg.PlotItem):
@@ -71,7 +111,8 @@ class ClusterHeader(pg.PlotItem):
         self.outline.setZValue(10)
         self.outline.setVisible(False)
         self.addItem(self.outline)
-        self._labels: list[pg.TextItem] = []
+        self.labels = RunLabels()
+        self.addItem(self.labels)
         self.vb.sigResized.connect(self._draw_labels)
 
     def set_axis(self, axis: Axis) -> None:
@@ -133,26 +174,25 @@ class ClusterHeader(pg.PlotItem):
 
     def _draw_labels(self) -> None:
         """Each run's centroid value, where the run is wide enough to hold it."""
-        for item in self._labels:
-            self.removeItem(item)
-        self._labels = []
         cells = len(self.axis.indices)
         if not cells or self.vb.width() <= 0:
+            self.labels.set_labels([])
             return
         along_px = (self.vb.height() if self.vertical else self.vb.width()) / cells
         metrics = QFontMetrics(QFont())
+        labels = []
         for j, centroids in enumerate(self.axis.centroids):
             for start, stop, cluster in self.runs(j):
                 text = centroid_text(float(centroids[cluster]))
                 room = (stop - start) * along_px
                 needed = metrics.height() if self.vertical else metrics.horizontalAdvance(text) + 6
-                if room < needed:
-                    continue
-                label = pg.TextItem(text, color="#202020", anchor=(0.5, 0.5))
-                middle = (start + stop) / 2
-                label.setPos(*((j + 0.5, middle) if self.vertical else (middle, j + 0.5)))
-                self.addItem(label)
-                self._labels.append(label)
+                if room >= needed:
+                    middle = (start + stop) / 2
+                    labels.append(((j + 0.5, middle) if self.vertical else (middle, j + 0.5), text))
+        self.labels.set_labels(labels)
+
+    def label_texts(self) -> list[str]:
+        return [text for _, text in self.labels.labels]
 
     def set_selected(self, neuron: int | None) -> None:
         self.selected = neuron
