@@ -12,7 +12,8 @@ import pytest
 from workbench.core.activations import NeuronDefinition, collect_activations
 from workbench.core.coverage import IDC, KMNC, Criterion, CoverageValue, create_criterion, measure_coverage
 from workbench.core.coverage import artifacts
-from workbench.core.coverage.measure import CoverageProgress, default_layer, preset_layers
+from workbench.core.coverage.measure import default_layer, preset_layers
+from workbench.core.coverage.passes import CoverageProgress
 from workbench.core.data import Dataset, Split
 from workbench.core.errors import Cancelled, WorkbenchError
 from workbench.core.importance import compute_importance

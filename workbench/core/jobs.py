@@ -58,8 +58,10 @@ class JobContext:
 
     def __init__(self, device: str = "auto", on_progress: ProgressCallback | None = None,
                  on_partial: PartialCallback | None = None, cancel_event=None,
-                 on_notice: NoticeCallback | None = None):
+                 on_notice: NoticeCallback | None = None, distribution=None):
         self._device_name = device
+        # where a job that can shard runs its shards (`core.sharding.Distribution`); None: as it always ran
+        self.distribution = distribution
         self._device = None
         self._on_progress = on_progress
         self._on_partial = on_partial
@@ -114,9 +116,15 @@ class JobContext:
 
     def quiet(self) -> "JobContext":
         """A context for a sub-step: same device and cancellation, but it reports nothing."""
-        sub = JobContext(self._device_name)
+        sub = JobContext(self._device_name, distribution=self.distribution)
         sub._device, sub._cancel, sub._keeping = self._device, self._cancel, self._keeping
         sub.notices, sub._on_notice = self.notices, self._on_notice  # a sub-step's notice is the job's
+        return sub
+
+    def reporting_to(self, on_progress: ProgressCallback) -> "JobContext":
+        """A quiet sub-context whose progress goes to `on_progress` (a shard's, counted in its own units)."""
+        sub = self.quiet()
+        sub._on_progress = on_progress
         return sub
 
     def stage(self, index: int, count: int, label: str = "", partials: bool = False) -> "JobContext":

@@ -229,7 +229,7 @@ class ProcessExecutor:
                 self._send(("forget", token))
             folder = None if project is None else str(project.folder)
             try:
-                call = _dumps((fn, args, kwargs, ctx.device_name, folder, reuse), self._share)
+                call = _dumps((fn, args, kwargs, ctx.device_name, folder, reuse, ctx.distribution), self._share)
             except Exception as exc:  # pickle raises what the object's own reducer raises
                 self.last_placement = f"{IN_THREAD} (its inputs cannot be sent to a worker process: {exc})"
                 return self._inline.run(ctx, fn, args, kwargs, project=project, reuse=reuse,
@@ -433,7 +433,7 @@ def _run_one(conn, cancel, call, back) -> None:
     from workbench.core.project import Project
     from workbench.core.staging import run_staged
 
-    fn, args, kwargs, device, folder, reuse = call
+    fn, args, kwargs, device, folder, reuse, distribution = call
     last = [0.0]
 
     def progress(done, total, message):
@@ -442,7 +442,7 @@ def _run_one(conn, cancel, call, back) -> None:
             last[0] = now
             conn.send(("progress", done, total, message))
 
-    ctx = JobContext(device, on_progress=progress,
+    ctx = JobContext(device, on_progress=progress, distribution=distribution,
                      on_partial=lambda result: _send_pickled(conn, "partial", pickled=_dumps_back(result, back)),
                      cancel_event=cancel, on_notice=lambda text: conn.send(("notice", text)))
     try:

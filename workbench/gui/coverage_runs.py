@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from PySide6.QtCore import QObject, Signal
 
-from workbench.core.coverage.measure import CoverageProgress, SetCoverage, kmnc_sections, measure_groups
+from workbench.core.coverage.measure import SetCoverage, kmnc_sections, measure_groups
+from workbench.core.coverage.passes import CoverageProgress
 from workbench.core.coverage.registry import criterion_groups
 from workbench.core.errors import WorkbenchError
 from workbench.gui.coverage_choices import TestSetChoice

@@ -8,8 +8,9 @@ name with `create_criterion`; plugins add their own with `PluginRegistry.add_cri
 """
 
 from workbench.core.coverage.idc import IDC
-from workbench.core.coverage.measure import CoverageProgress, CoverageResult, measure_coverage
+from workbench.core.coverage.measure import CoverageResult, measure_coverage
 from workbench.core.coverage.neuron import KMNC, NBC, NC, SNAC, TKNC, TKNP
+from workbench.core.coverage.passes import CoverageProgress
 from workbench.core.coverage.per_class import PerClass
 from workbench.core.coverage.protocol import CoverageValue, Criterion
 from workbench.core.coverage.registry import create_criterion, criterion_names

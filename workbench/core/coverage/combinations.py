@@ -70,6 +70,20 @@ class CodeCounter:
         self._codes, inverse = np.unique(merged, return_inverse=True)
         self._code_counts = np.bincount(inverse, weights=weights).astype(np.int64)
 
+    def add_counts(self, codes: np.ndarray, counts: np.ndarray) -> None:
+        """Add `counts[i]` inputs in code `codes[i]` (another counter's `items()`)."""
+        codes = np.asarray(codes, dtype=np.int64).reshape(-1)
+        counts = np.asarray(counts, dtype=np.int64).reshape(-1)
+        if not len(codes):
+            return
+        if self.dense:
+            np.add.at(self._counts, codes, counts)
+            return
+        merged = np.concatenate([self._codes, codes])
+        weights = np.concatenate([self._code_counts, counts])
+        self._codes, inverse = np.unique(merged, return_inverse=True)
+        self._code_counts = np.bincount(inverse, weights=weights).astype(np.int64)
+
     @property
     def distinct(self) -> int:
         return int(np.count_nonzero(self._counts)) if self.dense else int(len(self._codes))

@@ -117,6 +117,13 @@ class IDC(Criterion):
             chosen = chosen[labels == predictions]
         self._values.append(np.asarray(chosen))
 
+    def _merge_fit(self, other):
+        self._values.extend(other._values)
+        if self._zero_filter is None:
+            self._zero_filter = other._zero_filter
+        if self._width is None:
+            self._width = other._width
+
     def _finish_fit(self):
         m = len(self.neurons)
         values = np.concatenate(self._values) if self._values else np.zeros((0, m))
@@ -267,6 +274,12 @@ class IDC(Criterion):
         if self.record_inputs:
             arrays["input_codes"] = self.input_codes
         return {}, arrays
+
+    def _merge_cover_state(self, meta, arrays):
+        if not self.empty:
+            self.counter.add_counts(arrays["codes"], arrays["counts"])
+        if self.record_inputs and "input_codes" in arrays:
+            self._input_codes.append(np.asarray(arrays["input_codes"], dtype=np.int64))
 
     def _load_cover_state(self, meta, arrays):
         if not self.empty:

@@ -29,6 +29,13 @@ import numpy as np
 from workbench.core.activations import NeuronDefinition, stream_activations
 from workbench.core.coverage import artifacts
 from workbench.core.coverage.idc import IDC
+from workbench.core.coverage.passes import (
+    capture_definitions,
+    fit_pass,
+    layer_feeds,
+    split_by_merging,
+    test_pass,
+)
 from workbench.core.coverage.per_class import PerClass
 from workbench.core.coverage.protocol import CoverageValue, Criterion
 from workbench.core.coverage.registry import create_criterion, criterion_factories
@@ -48,15 +55,6 @@ PRESETS = ("deepimportance", "nlc", "dnn-tip")
 PRESET_POINTS = {"deepimportance": "post", "nlc": "pre", "dnn-tip": "post"}
 CONV_OR_DENSE = WEIGHTED_TYPES
 POOLING = ("MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d")
-
-
-@dataclass
-class CoverageProgress:
-    """Handed out after each chunk of test inputs: the running coverage of every criterion."""
-
-    done: int
-    total: int
-    values: dict[str, CoverageValue]
 
 
 @dataclass
@@ -183,14 +181,6 @@ def _defaults(factory, *, layer, layers, point, conv_neuron, semantics, m, seed,
     return {k: v for k, v in offered.items() if k in accepted}
 
 
-def _layers_of(criterion: Criterion) -> list[str]:
-    inner = criterion.members[0] if isinstance(criterion, PerClass) else criterion
-    names = inner._layer_names()
-    if not names:
-        raise WorkbenchError(f"Criterion {inner.name!r} names no layer.", "Give it a layer or layers option.")
-    return names
-
-
 # --- the job -----------------------------------------------------------------------------------------
 
 def measure_coverage(ctx: JobContext, model, dataset, layer: str | NeuronDefinition | None = None,
@@ -309,10 +299,11 @@ def measure_coverage(ctx: JobContext, model, dataset, layer: str | NeuronDefinit
     if todo_test and project is not None:
         project.ensure_writable()  # before any work, not after it
     if todo_fit:
-        _fit_pass(ctx, module, train, catalogue, todo_fit, batch_size, dataset.image_shape)
+        split_by_merging(ctx, todo_fit, lambda c, entries: fit_pass(c, module, train, catalogue, entries, batch_size,
+                                                                     dataset.image_shape))
     if todo_test:
-        curves = _test_pass(ctx, module, test, test_indices, catalogue, [(k, c, p) for k, c, p, _, _ in todo_test],
-                            batch_size, curve_every, dataset.image_shape)
+        curves = split_by_merging(ctx, [(k, c, p) for k, c, p, _, _ in todo_test], lambda c, entries: test_pass(
+            c, module, test, test_indices, catalogue, entries, batch_size, curve_every, dataset.image_shape))
         if project is not None:  # stored only once everything is done: a cancelled run stores nothing
             for key, criterion, point in todo_fit + given_fits:
                 name = f"coverage-fit-{model.name}-{key}-{criterion.identity_hash[:8]}"
@@ -390,72 +381,6 @@ def _build(criteria, options, classes, definition, preset, semantics, m, seed, p
         keys.add(key)
         entries.append((key, made, point))
     return entries
-
-
-def _definitions(entries, catalogue) -> dict[tuple[str, str], NeuronDefinition]:
-    """One full-tensor capture per (layer, point): each criterion reduces it as it needs."""
-    defs = {}
-    for _, criterion, point in entries:
-        for name in _layers_of(criterion):
-            defs[(name, point)] = NeuronDefinition(name, point, "element")
-    return defs
-
-
-def _feeds(entries, defs, catalogue, acts) -> dict[str, dict[str, np.ndarray]]:
-    shapes = {info.name: info.output_shape for info in catalogue}
-    raw = {key: a.reshape((len(a),) + tuple(shapes[key[0]])) for key, a in
-           ((k, acts[d]) for k, d in defs.items())}
-    return {key: {name: raw[(name, point)] for name in _layers_of(criterion)} for key, criterion, point in entries}
-
-
-def _fit_pass(ctx, module, train: Split, catalogue, entries, batch_size, input_shape) -> None:
-    defs = _definitions(entries, catalogue)
-    for _, criterion, _ in entries:
-        criterion.start_fit()
-    total = len(train)
-    ctx.progress(0, total, "coverage: training activations")
-    for start, acts, predictions in stream_activations(ctx.quiet(), module, train, list(defs.values()),
-                                                       input_shape, batch_size):
-        ctx.check()
-        labels = np.asarray(train.labels[start:start + len(predictions)], dtype=np.int64)
-        feeds = _feeds(entries, defs, catalogue, acts)
-        for key, criterion, _ in entries:
-            criterion.partial_fit(feeds[key], labels, predictions)
-        ctx.progress(start + len(predictions), total, "coverage: training activations")
-    for i, (key, criterion, _) in enumerate(entries):
-        ctx.progress(i, len(entries), f"coverage: fitting {key}")
-        criterion.finish_fit(check=ctx.check)
-    ctx.progress(len(entries), len(entries), "coverage: fitted")
-
-
-def _test_pass(ctx, module, test: Split, indices, catalogue, entries, batch_size, curve_every,
-               input_shape) -> dict[str, np.ndarray]:
-    defs = _definitions(entries, catalogue)
-    for _, criterion, _ in entries:
-        criterion.reset()
-    curves: dict[str, list] = {key: [] for key, _, _ in entries}
-    total = len(test) if indices is None else len(indices)
-    step = max(1, int(curve_every))
-    done = 0
-    ctx.progress(0, total, "coverage: test inputs")
-    for start, acts, predictions in stream_activations(ctx.quiet(), module, test, list(defs.values()),
-                                                       input_shape, batch_size, indices):
-        ctx.check()
-        rows = np.arange(start, start + len(predictions))
-        labels = np.asarray(test.labels[rows if indices is None else indices[rows]], dtype=np.int64)
-        feeds = _feeds(entries, defs, catalogue, acts)
-        for lo in range(0, len(predictions), step):  # chunks give the growth curve its resolution
-            part = slice(lo, lo + step)
-            for key, criterion, _ in entries:
-                criterion.update({n: a[part] for n, a in feeds[key].items()}, labels[part], predictions[part])
-                value = criterion.coverage()
-                curves[key].append((done + min(lo + step, len(predictions)), value.covered,
-                                    np.nan if value.fraction is None else value.fraction))
-        done += len(predictions)
-        ctx.progress(done, total, "coverage: test inputs")
-        ctx.partial(CoverageProgress(done, total, {key: c.coverage() for key, c, _ in entries}))
-    return {key: np.asarray(points, dtype=np.float64).reshape(-1, 3) for key, points in curves.items()}
-
 
 
 def _stored_state(ctx: JobContext, project, found: str | None, criterion: Criterion, again: str):
@@ -563,7 +488,7 @@ def input_profiles(ctx: JobContext, model, dataset, test: Split, results: dict[s
     criteria's covered items are left as they were."""
     catalogue = layer_catalogue(model.module, dataset.image_shape)
     entries = [(key, r.criterion, r.provenance.get("activation_point", "post")) for key, r in results.items()]
-    defs = _definitions(entries, catalogue)
+    defs = capture_definitions(entries, catalogue)
     parts: dict[str, list] = {key: [] for key, _, _ in entries}
     total = len(test)
     ctx.progress(0, total, "coverage profiles")
@@ -571,7 +496,7 @@ def input_profiles(ctx: JobContext, model, dataset, test: Split, results: dict[s
                                                        dataset.image_shape, batch_size):
         ctx.check()
         labels = np.asarray(test.labels[start:start + len(predictions)], dtype=np.int64)
-        feeds = _feeds(entries, defs, catalogue, acts)
+        feeds = layer_feeds(entries, defs, catalogue, acts)
         for key, criterion, _ in entries:
             parts[key].append(criterion.profile(feeds[key], labels, predictions))
         ctx.progress(start + len(predictions), total, "coverage profiles")

@@ -98,6 +98,14 @@ class NeuronCriterion(Criterion):
         if meta.get("layer_sizes"):
             self.layer_sizes = {k: int(v) for k, v in meta["layer_sizes"].items()}
 
+    def _merge_cover_state(self, meta, arrays):
+        counts = arrays.get("counts")
+        if counts is not None:
+            counts = np.asarray(counts, dtype=np.int64)
+            self._counts = counts.copy() if self._counts is None else self._counts + counts
+        if not self.layer_sizes and meta.get("layer_sizes"):
+            self.layer_sizes = {k: int(v) for k, v in meta["layer_sizes"].items()}
+
     def _fit_state(self):
         return {"layer_sizes": self.layer_sizes}, {}
 
@@ -203,6 +211,11 @@ class NC(NeuronCriterion):
         super()._load_cover_state(meta, arrays)
         self._constant_inputs = {k: int(v) for k, v in meta.get("constant_inputs", {}).items()}
 
+    def _merge_cover_state(self, meta, arrays):
+        super()._merge_cover_state(meta, arrays)
+        for name, n in meta.get("constant_inputs", {}).items():
+            self._constant_inputs[name] = self._constant_inputs.get(name, 0) + int(n)
+
 
 class _RangeCriterion(NeuronCriterion):
     """A criterion that needs each neuron's training range (and std)."""
@@ -222,6 +235,10 @@ class _RangeCriterion(NeuronCriterion):
         self._after_fit()
 
     def _after_fit(self): ...
+
+    def _merge_fit(self, other):
+        self._stats.merge(other._stats)
+        self.layer_sizes = self.layer_sizes or dict(other.layer_sizes)
 
     def _fit_state(self):
         meta, arrays = super()._fit_state()
@@ -427,13 +444,21 @@ class TKNP(NeuronCriterion):
 
     def _update(self, layers, labels, predictions):
         rows = self._profile(layers, labels, predictions)
-        if not len(rows):
-            return
+        if len(rows):
+            self._add_patterns(rows, np.ones(len(rows), np.int64))
+
+    def _add_patterns(self, rows: np.ndarray, counts: np.ndarray) -> None:
         merged = rows if self._patterns is None else np.concatenate([self._patterns, rows])
-        weights = np.concatenate([self._pattern_counts, np.ones(len(rows), np.int64)]) if self._patterns is not None \
-            else np.ones(len(rows), np.int64)
+        weights = counts if self._patterns is None else np.concatenate([self._pattern_counts, counts])
         self._patterns, inverse = np.unique(merged, axis=0, return_inverse=True)
         self._pattern_counts = np.bincount(inverse.reshape(-1), weights=weights).astype(np.int64)
+
+    def _merge_cover_state(self, meta, arrays):
+        if not self.layer_sizes and meta.get("layer_sizes"):
+            self.layer_sizes = {k: int(v) for k, v in meta["layer_sizes"].items()}
+        if "patterns" in arrays and len(arrays["patterns"]):
+            self._add_patterns(np.asarray(arrays["patterns"], dtype=np.int32),
+                               np.asarray(arrays["pattern_counts"], dtype=np.int64))
 
     def _reset_cover(self):
         super()._reset_cover()

@@ -182,6 +182,22 @@ class PerClass(Criterion):
             arrays.update({f"{c}.{k}": v for k, v in sub_arrays.items()})
         return meta, arrays
 
+    def _merge_cover_state(self, meta, arrays):
+        for c, m in enumerate(self.members):
+            entry = meta["classes"][str(c)]
+            m._merge_cover_state(entry, prefixed(arrays, f"{c}."))
+            m.inputs_seen += int(entry.get("inputs_seen", 0))
+        if "routes" in arrays:
+            self._routes.append(np.asarray(arrays["routes"], dtype=np.int16))
+
+    @property
+    def mergeable(self) -> bool:
+        return all(member.mergeable for member in self.members)
+
+    def _merge_fit(self, other):
+        for mine, theirs in zip(self.members, other.members):
+            mine.merge_fit(theirs)
+
     def _load_cover_state(self, meta, arrays):
         for c, m in enumerate(self.members):
             entry = meta["classes"][str(c)]

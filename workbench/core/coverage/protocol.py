@@ -288,6 +288,42 @@ class Criterion(ABC):
             self.inputs_seen = int(meta["cover"].get("inputs_seen", 0))
         return self
 
+    # --- merging the shards of a set ------------------------------------------------------------
+
+    @property
+    def mergeable(self) -> bool:
+        """Whether the states of shards of a set merge into the state of the whole set (`merge_cover`,
+        and `merge_fit` for a criterion that is fitted): what running on a cluster needs."""
+        cls = type(self)
+        return cls._merge_cover_state is not Criterion._merge_cover_state and \
+            (not self.needs_fit or cls._merge_fit is not Criterion._merge_fit)
+
+    def cover_state(self) -> dict:
+        """What this criterion covered, as `state_dict` saves it ({"meta", "arrays"}, no fit): what a
+        shard sends back."""
+        self._require_fit()
+        meta, arrays = self._cover_state()
+        return {"meta": {**meta, "inputs_seen": self.inputs_seen}, "arrays": dict(arrays)}
+
+    def merge_cover(self, state: dict) -> "Criterion":
+        """Add a `cover_state` of this criterion (fitted alike) measured on the inputs after the ones it
+        has seen: afterwards the state is the one a single pass over both, in order, leaves (covered
+        items united, counts summed, per-input records appended)."""
+        self._require_fit()
+        self._merge_cover_state(state["meta"], state["arrays"])
+        self.inputs_seen += int(state["meta"].get("inputs_seen", 0))
+        return self
+
+    def merge_fit(self, other: "Criterion") -> "Criterion":
+        """Add the training activations `other` (this criterion, between `start_fit` and `finish_fit`)
+        gathered from the inputs after the ones this one gathered, before `finish_fit`."""
+        if other.name != self.name or other.get_params() != self.get_params():
+            raise WorkbenchError(f"A {other.name} fit cannot be merged into a {self.name} fit with other options.",
+                                 "Merge shards of one criterion.")
+        if self.needs_fit:
+            self._merge_fit(other)
+        return self
+
     # --- hooks for subclasses -------------------------------------------------------------------
 
     def _layer_names(self) -> list[str] | None:
@@ -326,6 +362,14 @@ class Criterion(ABC):
     def _load_cover_state(self, meta: dict, arrays: dict):
         """Restore what `_cover_state` returned."""
         raise self._unsupported("restore what it covered", "_cover_state() and _load_cover_state()")
+
+    def _merge_cover_state(self, meta: dict, arrays: dict):
+        """Add a shard's `_cover_state` (see `merge_cover`); optional for plugins."""
+        raise self._unsupported("merge the coverage of shards", "_merge_cover_state()")
+
+    def _merge_fit(self, other: "Criterion"):
+        """Add what `other`'s `partial_fit` gathered (see `merge_fit`); optional for plugins."""
+        raise self._unsupported("merge the fits of shards", "_merge_fit()")
 
     def _unsupported(self, what: str, methods: str) -> WorkbenchError:
         """The error for an optional capability this criterion lacks (a minimal plugin need not have it)."""

@@ -37,6 +37,22 @@ class NeuronStats:
             self._m2 = self._m2 + b_m2 + delta ** 2 * (self.n * b / total)
         self.n += b
 
+    def merge(self, other: "NeuronStats") -> None:
+        """Add the statistics of other inputs (Chan et al.'s pairwise update, as for a batch)."""
+        if other.n == 0:
+            return
+        if self.n == 0:
+            self.n, self.min, self.max = other.n, other.min.copy(), other.max.copy()
+            self.mean, self._m2 = other.mean.copy(), other._m2.copy()
+            return
+        total = self.n + other.n
+        delta = other.mean - self.mean
+        np.minimum(self.min, other.min, out=self.min)
+        np.maximum(self.max, other.max, out=self.max)
+        self.mean = self.mean + delta * (other.n / total)
+        self._m2 = self._m2 + other._m2 + delta ** 2 * (self.n * other.n / total)
+        self.n = total
+
     @property
     def std(self) -> np.ndarray:
         return np.sqrt(self._m2 / self.n)

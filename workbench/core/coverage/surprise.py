@@ -147,6 +147,10 @@ class SurpriseCriterion(Criterion):
         self._parts.append(self._ats(layers))
         self._group_parts.append(self._groups(labels, predictions))
 
+    def _merge_fit(self, other):
+        self._parts.extend(other._parts)
+        self._group_parts.extend(other._group_parts)
+
     def _finish_fit(self):
         if not self._parts:
             raise WorkbenchError(f"{self.title} got no training activations.", "Fit it on the training split.")
@@ -303,6 +307,26 @@ class SurpriseCriterion(Criterion):
         if self.record_inputs:
             arrays["sa"] = self.values
         return meta, arrays
+
+    def _merge_cover_state(self, meta, arrays):
+        counts = np.asarray(arrays["bucket_counts"], dtype=np.int64)
+        rows = max(len(self._bucket_counts), len(counts))
+        merged = np.zeros((rows, self._bucket_counts.shape[1]), dtype=np.int64)
+        merged[:len(self._bucket_counts)] += self._bucket_counts
+        merged[:len(counts)] += counts
+        self._bucket_counts = merged
+        for key, ids in arrays.items():
+            if key.startswith("width_ids."):
+                c = int(key.split(".", 1)[1])
+                self._width_ids[c] = np.union1d(self._width_ids.get(c, np.zeros(0, np.int64)),
+                                                np.asarray(ids, np.int64))
+        if self.record_inputs and "sa" in arrays:
+            self._sa.append(np.asarray(arrays["sa"], dtype=np.float64))
+        self._below += int(meta.get("below", 0))
+        self._above += int(meta.get("above", 0))
+        for c, n in meta.get("unscored", {}).items():
+            self._unscored[int(c)] = self._unscored.get(int(c), 0) + int(n)
+        self._seen_classes |= {int(c) for c in meta.get("seen_classes", [])}
 
     def _load_cover_state(self, meta, arrays):
         self._bucket_counts = np.asarray(arrays["bucket_counts"], dtype=np.int64)

@@ -1,0 +1,262 @@
+"""The coverage job's passes over the inputs: gathering training activations for the fits, and
+measuring a test set, batch by batch, on this machine or as shards (`core.sharding`).
+
+A pass captures each (layer, activation point) the criteria read once per batch, as the full layer
+tensor, and hands each criterion its layers (`capture_definitions`, `layer_feeds`).
+
+**As shards.** Both passes split the inputs into contiguous ranges that start at multiples of the
+batch size, so every batch holds the inputs it holds in one pass. A fit's shard gathers on a copy of
+the unfitted criteria and the job merges the copies in order (`Criterion.merge_fit`) before
+fitting here; a test shard measures from empty and sends back what it covered
+(`Criterion.cover_state`), which the job merges in order (`Criterion.merge_cover`), so the state is
+the one a single pass leaves: the same covered items and counts, per-input records in input order.
+The growth curve of a sharded pass is exact wherever it has a point: every `curve_every` inputs
+within the first shard (which starts from empty, as the whole pass does), then at each later
+shard's end. Where activations are computed with another number of threads (a cluster's workers
+use one), the float sums inside a layer can round differently, and a value on a section boundary can
+fall on the other side of it: KMNC's count can then differ by a few cells of tens of thousands.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import numpy as np
+
+from workbench.core.activations import NeuronDefinition, stream_activations
+from workbench.core.coverage.per_class import PerClass
+from workbench.core.coverage.protocol import CoverageValue, Criterion
+from workbench.core.data import Split
+from workbench.core.errors import WorkbenchError
+from workbench.core.sharding import (
+    ShardPlan,
+    planned_shards,
+    run_plan,
+    running_here,
+    sharding,
+    split_range,
+)
+
+
+@dataclass
+class CoverageProgress:
+    """Handed out after each chunk of test inputs: the running coverage of every criterion."""
+
+    done: int
+    total: int
+    values: dict[str, CoverageValue]
+
+
+def layers_of(criterion: Criterion) -> list[str]:
+    inner = criterion.members[0] if isinstance(criterion, PerClass) else criterion
+    names = inner._layer_names()
+    if not names:
+        raise WorkbenchError(f"Criterion {inner.name!r} names no layer.", "Give it a layer or layers option.")
+    return names
+
+
+
+
+def capture_definitions(entries, catalogue) -> dict[tuple[str, str], NeuronDefinition]:
+    """One full-tensor capture per (layer, point): each criterion reduces it as it needs."""
+    defs = {}
+    for _, criterion, point in entries:
+        for name in layers_of(criterion):
+            defs[(name, point)] = NeuronDefinition(name, point, "element")
+    return defs
+
+
+def layer_feeds(entries, defs, catalogue, acts) -> dict[str, dict[str, np.ndarray]]:
+    shapes = {info.name: info.output_shape for info in catalogue}
+    raw = {key: a.reshape((len(a),) + tuple(shapes[key[0]])) for key, a in
+           ((k, acts[d]) for k, d in defs.items())}
+    return {key: {name: raw[(name, point)] for name in layers_of(criterion)} for key, criterion, point in entries}
+
+
+def fit_pass(ctx, module, train: Split, catalogue, entries, batch_size, input_shape) -> None:
+    """Fit `entries` ((key, criterion, activation point)) on the training split: one pass that feeds every
+    criterion's `partial_fit` (as shards when the job's context asks: `sharded_gather`), then `finish_fit`."""
+    if sharding(ctx):
+        sharded_gather(ctx, module, train, catalogue, entries, batch_size, input_shape)
+    else:
+        gather(ctx, module, train, None, catalogue, entries, batch_size, input_shape)
+    for i, (key, criterion, _) in enumerate(entries):
+        ctx.progress(i, len(entries), f"coverage: fitting {key}")
+        criterion.finish_fit(check=ctx.check)
+    ctx.progress(len(entries), len(entries), "coverage: fitted")
+
+
+def gather(ctx, module, train: Split, indices, catalogue, entries, batch_size, input_shape) -> None:
+    """`start_fit`, then `partial_fit` on the training inputs `indices` (all when None), in order."""
+    defs = capture_definitions(entries, catalogue)
+    for _, criterion, _ in entries:
+        criterion.start_fit()
+    total = len(train) if indices is None else len(indices)
+    ctx.progress(0, total, "coverage: training activations")
+    for start, acts, predictions in stream_activations(ctx.quiet(), module, train, list(defs.values()),
+                                                       input_shape, batch_size, indices):
+        ctx.check()
+        rows = np.arange(start, start + len(predictions))
+        labels = np.asarray(train.labels[rows if indices is None else indices[rows]], dtype=np.int64)
+        feeds = layer_feeds(entries, defs, catalogue, acts)
+        for key, criterion, _ in entries:
+            criterion.partial_fit(feeds[key], labels, predictions)
+        ctx.progress(start + len(predictions), total, "coverage: training activations")
+
+
+def test_pass(ctx, module, test: Split, indices, catalogue, entries, batch_size, curve_every,
+              input_shape) -> dict[str, np.ndarray]:
+    """Measure the test inputs `indices` of `test` (all when None) with the fitted `entries`, from empty;
+    returns each criterion's growth curve ((points, 3): inputs, covered, fraction), a point every
+    `curve_every` inputs within each batch. As shards when the job's context asks (`sharded_test_pass`)."""
+    if sharding(ctx):
+        return sharded_test_pass(ctx, module, test, indices, catalogue, entries, batch_size, curve_every, input_shape)
+    return measure_inputs(ctx, module, test, indices, catalogue, entries, batch_size, curve_every, input_shape)
+
+
+def measure_inputs(ctx, module, test: Split, indices, catalogue, entries, batch_size, curve_every,
+                   input_shape) -> dict[str, np.ndarray]:
+    """`test_pass` here, in one pass."""
+    defs = capture_definitions(entries, catalogue)
+    for _, criterion, _ in entries:
+        criterion.reset()
+    curves: dict[str, list] = {key: [] for key, _, _ in entries}
+    total = len(test) if indices is None else len(indices)
+    step = max(1, int(curve_every))
+    done = 0
+    ctx.progress(0, total, "coverage: test inputs")
+    for start, acts, predictions in stream_activations(ctx.quiet(), module, test, list(defs.values()),
+                                                       input_shape, batch_size, indices):
+        ctx.check()
+        rows = np.arange(start, start + len(predictions))
+        labels = np.asarray(test.labels[rows if indices is None else indices[rows]], dtype=np.int64)
+        feeds = layer_feeds(entries, defs, catalogue, acts)
+        for lo in range(0, len(predictions), step):  # chunks give the growth curve its resolution
+            part = slice(lo, lo + step)
+            for key, criterion, _ in entries:
+                criterion.update({n: a[part] for n, a in feeds[key].items()}, labels[part], predictions[part])
+                value = criterion.coverage()
+                curves[key].append((done + min(lo + step, len(predictions)), value.covered,
+                                    np.nan if value.fraction is None else value.fraction))
+        done += len(predictions)
+        ctx.progress(done, total, "coverage: test inputs")
+        ctx.partial(CoverageProgress(done, total, {key: c.coverage() for key, c, _ in entries}))
+    return {key: np.asarray(points, dtype=np.float64).reshape(-1, 3) for key, points in curves.items()}
+
+
+# --- as shards -----------------------------------------------------------------------------------------
+
+@dataclass
+class PassInputs:
+    """What every shard of a pass needs, sent once: the model, the inputs, the criteria and the settings."""
+
+    module: object
+    split: Split
+    indices: np.ndarray | None
+    catalogue: list
+    entries: list
+    batch_size: int
+    curve_every: int
+    input_shape: tuple
+
+
+@dataclass
+class MeasuredShard:
+    """A test shard's result: each criterion's covered state and its own growth curve."""
+
+    states: dict[str, dict]
+    curves: dict[str, np.ndarray]
+
+
+def _ranges(ctx, total: int, batch_size: int) -> list[tuple[int, int]]:
+    return split_range(total, planned_shards(ctx, total, smallest=batch_size), batch_size)
+
+
+def _positions(shared: PassInputs, piece: tuple[int, int]) -> np.ndarray:
+    positions = np.arange(piece[0], piece[1], dtype=np.int64)
+    return positions if shared.indices is None else shared.indices[positions]
+
+
+def _range_text(piece: tuple[int, int]) -> str:
+    return f"inputs {piece[0]:,}–{piece[1] - 1:,}"
+
+
+def gather_shard(ctx, shared: PassInputs, piece: tuple[int, int]) -> dict[str, Criterion]:
+    """One fit shard: a copy of the unfitted criteria after `partial_fit` on its training inputs."""
+    entries = copy.deepcopy(shared.entries)  # shards run here share one object; each gathers on its own
+    gather(ctx, shared.module, shared.split, _positions(shared, piece), shared.catalogue, entries,
+           shared.batch_size, shared.input_shape)
+    return {key: criterion for key, criterion, _ in entries}
+
+
+def measure_shard(ctx, shared: PassInputs, piece: tuple[int, int]) -> MeasuredShard:
+    """One test shard: what each fitted criterion covers of its inputs, from empty, and its curve."""
+    entries = copy.deepcopy(shared.entries)
+    curves = measure_inputs(ctx, shared.module, shared.split, _positions(shared, piece), shared.catalogue, entries,
+                            shared.batch_size, shared.curve_every, shared.input_shape)
+    return MeasuredShard({key: criterion.cover_state() for key, criterion, _ in entries}, curves)
+
+
+def sharded_gather(ctx, module, train: Split, catalogue, entries, batch_size, input_shape) -> None:
+    """`gather` over every training input as shards, merged into `entries` in order."""
+    ranges = _ranges(ctx, len(train), batch_size)
+    shared = PassInputs(module, train, None, catalogue, [(k, c, p) for k, c, p in entries], batch_size, 1,
+                        input_shape)
+    parts = run_plan(ctx, ShardPlan("coverage: training activations", shared, ranges, gather_shard, list,
+                                    [b - a for a, b in ranges], describe=_range_text))
+    for key, criterion, _ in entries:
+        criterion.start_fit()
+        for part in parts:
+            criterion.merge_fit(part[key])
+
+
+def sharded_test_pass(ctx, module, test: Split, indices, catalogue, entries, batch_size, curve_every,
+                      input_shape) -> dict[str, np.ndarray]:
+    """`test_pass` as shards (the module docstring): the criteria in `entries` end holding the merged state."""
+    total = len(test) if indices is None else len(indices)
+    ranges = _ranges(ctx, total, batch_size)
+    for _, criterion, _ in entries:
+        criterion.reset()
+    shared = PassInputs(module, test, None if indices is None else np.asarray(indices, np.int64), catalogue,
+                        [(k, c, p) for k, c, p in entries], batch_size, int(curve_every), input_shape)
+    running = copy.deepcopy(entries)  # merged as shards finish, in any order: the values views show meanwhile
+    merged_already: set[int] = set()
+
+    def partial(parts: dict[int, MeasuredShard]) -> CoverageProgress:
+        for index in sorted(set(parts) - merged_already):
+            for key, criterion, _ in running:
+                criterion.merge_cover(parts[index].states[key])
+            merged_already.add(index)
+        done = sum(ranges[i][1] - ranges[i][0] for i in merged_already)
+        return CoverageProgress(done, total, {key: c.coverage() for key, c, _ in running})
+
+    parts = run_plan(ctx, ShardPlan("coverage: test inputs", shared, ranges, measure_shard, list,
+                                    [b - a for a, b in ranges], partial=partial, describe=_range_text))
+    curves: dict[str, list] = {key: [] for key, _, _ in entries}
+    for (start, stop), part in zip(ranges, parts):
+        for key, criterion, _ in entries:
+            criterion.merge_cover(part.states[key])
+            if start == 0:  # the first shard started from empty, as the whole pass does: its curve holds
+                curves[key].extend(map(tuple, part.curves[key]))
+            else:
+                value = criterion.coverage()
+                curves[key].append((stop, value.covered, np.nan if value.fraction is None else value.fraction))
+    return {key: np.asarray(points, dtype=np.float64).reshape(-1, 3) for key, points in curves.items()}
+
+
+
+def split_by_merging(ctx, entries, run):
+    """`run(ctx, entries)`, except that when the job runs as shards the criteria whose shards cannot merge
+    (a plugin's) are run on this machine, with a notice; the results of both are combined."""
+    if not sharding(ctx):
+        return run(ctx, entries)
+    local = [entry for entry in entries if not entry[1].mergeable]
+    out = {}
+    if len(local) < len(entries):
+        out.update(run(ctx, [entry for entry in entries if entry[1].mergeable]) or {})
+    if local:
+        ctx.notice(f"{', '.join(key for key, _, _ in local)} cannot merge what shards of a set cover, so "
+                   "it is measured on this machine.")
+        out.update(run(running_here(ctx), local) or {})
+    return out

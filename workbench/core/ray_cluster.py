@@ -1,0 +1,202 @@
+"""Running a job's shards on a Ray cluster: the `ray` executor of `core.sharding`.
+
+The only module that imports Ray, and only when a job asks for it (`pip install
+'dl-testing-workbench[distributed]'`). A plan's `shared` objects (model, generator, fitted criteria,
+data) go to the object store once per job; each shard is one Ray task that receives them by
+reference. The cluster's nodes need the workbench installed, at this version: it is checked on
+connecting, with a task that reports the versions a worker imports.
+
+- **Progress** comes from a small actor that the tasks report to (throttled) and the job reads.
+- **Partial results**: each finished shard's part is merged with the others finished so far.
+- **Cancelling** cancels every task still pending or running, forcing their workers to stop, so a
+  cancelled job stops on the cluster within a second or two.
+- **A worker that dies** has its shard retried once on another worker (Ray's task retry); a second
+  death fails the job with `ShardFailed`, naming the shard and keeping the parts finished.
+- **A shard that raises** (a `WorkbenchError` of the job itself) fails the job at once with that error:
+  it would fail again anywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+from urllib.parse import urlsplit
+
+from workbench.core.errors import Cancelled, WorkbenchError
+from workbench.core.jobs import JobContext
+from workbench.core.sharding import ShardFailed, ShardPlan, ShardProgress
+
+INSTALL_HINT = ("Install it with pip install 'dl-testing-workbench[distributed]' (or pip install 'ray[client]'), "
+                "or run with --executor local.")
+CONNECT_TIMEOUT_S = 3.0
+POLL_S = 0.2  # how often the job looks at finished shards, progress and its cancel flag
+REPORT_S = 0.25  # how often a task reports its progress to the board
+TASK_RETRIES = 1  # a shard whose worker died runs once more
+
+
+def import_ray():
+    """The `ray` module, or a WorkbenchError that says how to install it."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise WorkbenchError("Ray is not installed, so jobs cannot run on a Ray cluster.", INSTALL_HINT) from exc
+    return ray
+
+
+def _package_version() -> str:
+    try:
+        return version("dl-testing-workbench")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+def _versions() -> dict:
+    import torch
+
+    return {"workbench": _package_version(), "torch": torch.__version__.split("+")[0]}
+
+
+def reachable(address: str) -> None:
+    """Refuse, within seconds, an address nothing answers at (Ray itself would wait minutes)."""
+    parts = urlsplit(address if "://" in address else f"ray://{address}")
+    host, port = parts.hostname, parts.port
+    if not host or not port:
+        raise WorkbenchError(f"The Ray address {address!r} is not HOST:PORT or ray://HOST:PORT.",
+                             "Give the head node's address, e.g. ray://10.0.0.5:10001, or auto.")
+    try:
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        raise WorkbenchError(f"Nothing answers at the Ray address {address!r} ({exc.strerror or exc}).",
+                             "Check that the cluster is running and the address and port are right, "
+                             "or run with --executor local.") from exc
+
+
+class RayShards:
+    """The `ray` executor: `run(ctx, plan)` as `LocalShards.run`, with the shards as Ray tasks."""
+
+    def __init__(self, address: str | None = None):
+        ray = self.ray = import_ray()
+        self.address = address
+        if not ray.is_initialized():
+            if address not in (None, "", "auto", "local"):
+                reachable(address)
+            try:
+                if address in (None, "", "local"):  # a local instance with this machine's cores
+                    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False,
+                             configure_logging=False)
+                else:
+                    ray.init(address=address, log_to_driver=False, configure_logging=False)
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                raise WorkbenchError(f"Could not connect to the Ray cluster at {address or 'a local instance'}: "
+                                     f"{str(exc)[:300]}", "Check the address, or run with --executor local.") from exc
+        self._remote_run = ray.remote(max_retries=TASK_RETRIES, retry_exceptions=False)(_run_shard)
+        self._board_class = ray.remote(num_cpus=0)(_Board)
+        self._check_versions()
+
+    @property
+    def workers(self) -> int:
+        return max(1, int(self.ray.cluster_resources().get("CPU", 1)))
+
+    @property
+    def gpus(self) -> int:
+        return int(self.ray.cluster_resources().get("GPU", 0))
+
+    def _check_versions(self) -> None:
+        here = _versions()
+        there = self.ray.get(self.ray.remote(_versions).remote())
+        if there != here:
+            raise WorkbenchError(f"The cluster's workers run workbench {there['workbench']} with torch "
+                                 f"{there['torch']}; this machine runs {here['workbench']} with torch {here['torch']}.",
+                                 "Install the same versions on the cluster's nodes.")
+
+    def run(self, ctx: JobContext, plan: ShardPlan):
+        ray = self.ray
+        try:
+            shared = ray.put(plan.shared)
+        except Exception as exc:  # what the object's own reducer raises: a TorchScript module, a lock, …
+            raise WorkbenchError(f"What the job {plan.name!r} works on cannot be sent to the cluster "
+                                 f"({type(exc).__name__}: {str(exc)[:200]}).",
+                                 "Save the model as a plain state_dict or full module, or run with --executor local.") \
+                from exc
+        board = self._board_class.remote(len(plan.pieces))
+        progress = ShardProgress(ctx, plan)
+        gpus = 1 if self.gpus and ctx.device_name not in ("cpu",) else 0
+        task = self._remote_run.options(num_gpus=gpus)
+        pending = {task.remote(plan.run, shared, piece, index, board, ctx.device_name if gpus else "cpu"): index
+                   for index, piece in enumerate(plan.pieces)}
+        parts: dict[int, Any] = {}
+        ctx.progress(0, plan.total, f"{plan.name}: {len(plan.pieces)} shards on Ray")
+        try:
+            while pending:
+                if ctx.cancelled:
+                    raise Cancelled()
+                ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=POLL_S)
+                for ref in ready:
+                    index = pending.pop(ref)
+                    parts[index] = self._part(ref, index, plan, parts)
+                    progress.report(index, plan.sizes[index])
+                    if plan.partial is not None:
+                        ctx.partial(plan.partial(dict(parts)))
+                if pending:
+                    for index, done in ray.get(board.snapshot.remote()).items():
+                        if index not in parts:
+                            progress.report(index, done)
+        finally:
+            for ref in pending:
+                ray.cancel(ref, force=True)  # stops the workers now: a cancelled or failed job leaves nothing running
+            ray.kill(board)
+        return plan.merge([parts[i] for i in range(len(plan.pieces))])
+
+    def _part(self, ref, index: int, plan: ShardPlan, parts: dict):
+        ray = self.ray
+        from ray.exceptions import RayTaskError, TaskCancelledError
+
+        name = f"shard {index + 1} of {len(plan.pieces)} ({plan.describe(plan.pieces[index])})"
+        try:
+            return ray.get(ref)
+        except TaskCancelledError as exc:
+            raise Cancelled() from exc
+        except RayTaskError as exc:  # the shard's own error: it would fail again anywhere
+            cause = exc.cause if isinstance(getattr(exc, "cause", None), BaseException) else None
+            if isinstance(cause, WorkbenchError):
+                raise ShardFailed(f"{cause.message} ({name})", cause.hint, dict(parts),
+                                  plan.partial(dict(parts)) if plan.partial and parts else None) from exc
+            raise ShardFailed(f"The {name} of {plan.name!r} failed on the cluster: {str(cause or exc)[:300]}",
+                              "The parts finished are kept; see the error above.", dict(parts),
+                              plan.partial(dict(parts)) if plan.partial and parts else None) from exc
+        except ray.exceptions.RayError as exc:  # the worker died (killed, out of memory) on both tries
+            raise ShardFailed(f"The {name} of {plan.name!r} failed twice: the worker running it stopped "
+                              f"({type(exc).__name__}).",
+                              f"{len(parts)} of {len(plan.pieces)} shards had finished and are kept. The worker may "
+                              "have run out of memory: try more shards (--shards) or fewer inputs.", dict(parts),
+                              plan.partial(dict(parts)) if plan.partial and parts else None) from exc
+
+
+class _Board:
+    """An actor that holds how far each running shard is (inputs or seeds done)."""
+
+    def __init__(self, shards: int):
+        self.done: dict[int, int] = {}
+
+    def report(self, index: int, done: int) -> None:
+        self.done[index] = done
+
+    def snapshot(self) -> dict[int, int]:
+        return dict(self.done)
+
+
+def _run_shard(run, shared, piece, index: int, board, device: str):
+    """One shard in a Ray worker: its own job context, reporting to the board, at most every REPORT_S."""
+    last = [0.0]
+
+    def progress(done, total, message):
+        now = time.monotonic()
+        if now - last[0] >= REPORT_S:
+            last[0] = now
+            board.report.remote(index, done)
+
+    return run(JobContext(device, on_progress=progress), shared, piece)
