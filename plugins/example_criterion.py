@@ -66,6 +66,16 @@ class HalfMaxCoverage(Criterion):
     def _load_cover_state(self, meta, arrays):
         self.hit = np.asarray(arrays["hit"], dtype=bool)
 
+    # What lets a large set be measured in shards (`--executor ray`): the fits of shards of the training
+    # set merge (the larger maximum), and so do the coverages of shards of the test set (either covers).
+    def _merge_fit(self, other):
+        if other.train_max is not None:
+            self.train_max = other.train_max if self.train_max is None else np.maximum(self.train_max,
+                                                                                         other.train_max)
+
+    def _merge_cover_state(self, meta, arrays):
+        self.hit = self.hit | np.asarray(arrays["hit"], dtype=bool)
+
 
 def register(registry) -> None:
     registry.add_criterion("half-max", HalfMaxCoverage)

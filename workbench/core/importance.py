@@ -15,8 +15,10 @@ identical request is read back instead of recomputed. A cancelled run stores not
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import operator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,6 +28,13 @@ from workbench.core.data import step_batch
 from workbench.core.errors import WorkbenchError
 from workbench.core.jobs import JobContext
 from workbench.core.sampling import seeded_sample
+from workbench.core.sharding import (
+    ShardPlan,
+    planned_shards,
+    run_plan,
+    sharding,
+    split_range,
+)
 from workbench.core.store import reading
 
 ARTIFACT_KIND = "importance"
@@ -154,7 +163,6 @@ def compute_importance(ctx: JobContext, model, dataset, layer: str | NeuronDefin
     sample of that many images instead of the whole split. With a `project`, an artifact made the
     same way is reused, and a new result is saved as one.
     """
-    import torch
 
     from workbench.core.lrp import LRP, as_composite
 
@@ -199,36 +207,14 @@ def compute_importance(ctx: JobContext, model, dataset, layer: str | NeuronDefin
                 ctx.progress(total, total, "importance (reused)")
                 return result
 
-    totals = class_totals = None  # sized by the first batch: neurons are channels or elements of the layer output
-    counts = torch.zeros(num_classes, dtype=torch.int64, device=device)
     total = len(data) if indices is None else len(indices)
-    done = 0
-    ctx.progress(0, total, "importance")
-    for _, x, y in data.batches(step_batch(batch_size, LRP_PASSES), indices):
-        ctx.check()
-        y = y.to(device)
-        relevance = explainer.explain(x, layers=[definition.layer], to_input=False,
-                                      keep=lambda logits: logits.argmax(1) == y)
-        if relevance.logits.shape[1] != num_classes:
-            raise WorkbenchError(f"The model has {relevance.logits.shape[1]} outputs but dataset {dataset.name!r} has "
-                                 f"{num_classes} classes.", "Choose a model trained on this dataset.")
-        per_input = neuron_relevance(relevance.layers[definition.layer], definition.conv_neuron)
-        if totals is None:
-            totals = torch.zeros(per_input.shape[1], dtype=torch.float64, device=device)
-            if per_class:
-                class_totals = torch.zeros((num_classes, per_input.shape[1]), dtype=torch.float64, device=device)
-        correct = relevance.logits.argmax(1) == y
-        totals += per_input.sum(dim=0)  # rows of misclassified inputs are zero: they started from zero
-        counts += torch.bincount(y[correct], minlength=num_classes)
-        if class_totals is not None:
-            class_totals.index_add_(0, y[correct], per_input[correct])
-        done += len(y)
-        ctx.progress(done, total, "importance")
-        ctx.partial(ImportanceProgress(done, total, totals.cpu().numpy().copy(), counts.cpu().numpy().copy()))
-
-    totals_np = totals.cpu().numpy()
-    counts_np = counts.cpu().numpy()
-    per_class_np = class_totals.cpu().numpy() if class_totals is not None else None
+    inputs = RelevanceInputs(module, composite, data, indices, definition, bool(per_class), num_classes,
+                             batch_size, dataset.name)
+    if sharding(ctx):
+        sums = _sharded_sums(ctx, inputs, total)
+    else:
+        sums = relevance_sums(ctx, inputs, indices, explainer=explainer, partials=True)
+    totals_np, counts_np, per_class_np = sums.totals, sums.counts, sums.per_class
     result = ImportanceResult(
         layer=definition.layer, definition=definition, rule=composite.describe(), totals=totals_np,
         ranking=rank_neurons(totals_np), counts=counts_np, inputs=total,
@@ -244,6 +230,102 @@ def compute_importance(ctx: JobContext, model, dataset, layer: str | NeuronDefin
                               class_names=result.class_names, correct=result.correct)
         result.artifact = name
     return result
+
+
+@dataclass
+class RelevanceInputs:
+    """What summing relevance needs, sent once to every shard: the model, the rule, the inputs and how to sum."""
+
+    module: object
+    composite: object
+    data: object  # the Split
+    indices: np.ndarray | None  # the inputs summed (None: all)
+    definition: NeuronDefinition
+    per_class: bool
+    num_classes: int
+    batch_size: int
+    dataset: str
+
+
+@dataclass
+class RelevanceSums:
+    """Relevance summed over some inputs: (neurons,) totals, (classes,) correctly classified inputs, and in
+    per-class mode (classes, neurons) totals; float64 sums, so shards add up to the whole within rounding."""
+
+    totals: np.ndarray
+    counts: np.ndarray
+    per_class: np.ndarray | None = None
+
+    def __add__(self, other: "RelevanceSums") -> "RelevanceSums":
+        return RelevanceSums(self.totals + other.totals, self.counts + other.counts,
+                             None if self.per_class is None else self.per_class + other.per_class)
+
+
+def relevance_sums(ctx: JobContext, inputs: RelevanceInputs, indices, explainer=None,
+                   partials: bool = False) -> RelevanceSums:
+    """The relevance of `inputs.definition`'s neurons summed over the correctly classified inputs `indices` of
+    `inputs.data` (all when None), batch by batch, reporting progress in inputs (and, with `partials`, the
+    running totals as `ImportanceProgress`)."""
+    import torch
+
+    from workbench.core.lrp import LRP
+
+    device = ctx.device
+    module = inputs.module
+    module.to(device)
+    explainer = explainer or LRP(module, inputs.composite)
+    definition, num_classes = inputs.definition, inputs.num_classes
+    totals = class_totals = None  # sized by the first batch: neurons are channels or elements of the layer output
+    counts = torch.zeros(num_classes, dtype=torch.int64, device=device)
+    total = len(inputs.data) if indices is None else len(indices)
+    done = 0
+    ctx.progress(0, total, "importance")
+    for _, x, y in inputs.data.batches(step_batch(inputs.batch_size, LRP_PASSES), indices):
+        ctx.check()
+        y = y.to(device)
+        relevance = explainer.explain(x, layers=[definition.layer], to_input=False,
+                                      keep=lambda logits: logits.argmax(1) == y)
+        if relevance.logits.shape[1] != num_classes:
+            raise WorkbenchError(f"The model has {relevance.logits.shape[1]} outputs but dataset {inputs.dataset!r} "
+                                 f"has {num_classes} classes.", "Choose a model trained on this dataset.")
+        per_input = neuron_relevance(relevance.layers[definition.layer], definition.conv_neuron)
+        if totals is None:
+            totals = torch.zeros(per_input.shape[1], dtype=torch.float64, device=device)
+            if inputs.per_class:
+                class_totals = torch.zeros((num_classes, per_input.shape[1]), dtype=torch.float64, device=device)
+        correct = relevance.logits.argmax(1) == y
+        totals += per_input.sum(dim=0)  # rows of misclassified inputs are zero: they started from zero
+        counts += torch.bincount(y[correct], minlength=num_classes)
+        if class_totals is not None:
+            class_totals.index_add_(0, y[correct], per_input[correct])
+        done += len(y)
+        ctx.progress(done, total, "importance")
+        if partials:
+            ctx.partial(ImportanceProgress(done, total, totals.cpu().numpy().copy(), counts.cpu().numpy().copy()))
+    return RelevanceSums(totals.cpu().numpy(), counts.cpu().numpy(),
+                         class_totals.cpu().numpy() if class_totals is not None else None)
+
+
+def relevance_shard(ctx: JobContext, inputs: RelevanceInputs, piece: tuple[int, int]) -> RelevanceSums:
+    """One shard of the sum: the inputs at positions piece[0]..piece[1] of the ones summed."""
+    positions = np.arange(piece[0], piece[1], dtype=np.int64)
+    return relevance_sums(ctx, inputs, positions if inputs.indices is None else inputs.indices[positions])
+
+
+def _sharded_sums(ctx: JobContext, inputs: RelevanceInputs, total: int) -> RelevanceSums:
+    """`relevance_sums` over every input as shards (`core.sharding`), added up: within float rounding of one
+    pass, since the sums are added in another order."""
+    step = step_batch(inputs.batch_size, LRP_PASSES)
+    ranges = split_range(total, planned_shards(ctx, total, smallest=step), step)
+
+    def partial(parts: dict) -> list[ImportanceProgress]:
+        sums = functools.reduce(operator.add, parts.values())
+        return [ImportanceProgress(sum(ranges[i][1] - ranges[i][0] for i in parts), total, sums.totals, sums.counts)]
+
+    return run_plan(ctx, ShardPlan("importance", inputs, ranges, relevance_shard,
+                                   lambda parts: functools.reduce(operator.add, parts),
+                                   [b - a for a, b in ranges], partial=partial,
+                                   describe=lambda piece: f"inputs {piece[0]:,}–{piece[1] - 1:,}"))
 
 
 def _class_rankings(per_class: np.ndarray, counts: np.ndarray) -> np.ndarray:

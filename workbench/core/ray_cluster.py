@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 from workbench.core.errors import Cancelled, WorkbenchError
 from workbench.core.jobs import JobContext
-from workbench.core.sharding import ShardFailed, ShardPlan, ShardProgress
+from workbench.core.sharding import ShardFailed, ShardPlan, ShardProgress, stopped
 
 INSTALL_HINT = ("Install it with pip install 'dl-testing-workbench[distributed]' (or pip install 'ray[client]'), "
                 "or run with --executor local.")
@@ -133,14 +133,14 @@ class RayShards:
         try:
             while pending:
                 if ctx.cancelled:
-                    raise Cancelled()
+                    break
                 ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=POLL_S)
                 for ref in ready:
                     index = pending.pop(ref)
                     parts[index] = self._part(ref, index, plan, parts)
                     progress.report(index, plan.sizes[index])
-                    if plan.partial is not None:
-                        ctx.partial(plan.partial(dict(parts)))
+                    for result in plan.partial(dict(parts)) if plan.partial is not None else ():
+                        ctx.partial(result)
                 if pending:
                     for index, done in ray.get(board.snapshot.remote()).items():
                         if index not in parts:
@@ -149,6 +149,8 @@ class RayShards:
             for ref in pending:
                 ray.cancel(ref, force=True)  # stops the workers now: a cancelled or failed job leaves nothing running
             ray.kill(board)
+        if ctx.cancelled:
+            return stopped(ctx, plan, parts)
         return plan.merge([parts[i] for i in range(len(plan.pieces))])
 
     def _part(self, ref, index: int, plan: ShardPlan, parts: dict):
@@ -163,17 +165,15 @@ class RayShards:
         except RayTaskError as exc:  # the shard's own error: it would fail again anywhere
             cause = exc.cause if isinstance(getattr(exc, "cause", None), BaseException) else None
             if isinstance(cause, WorkbenchError):
-                raise ShardFailed(f"{cause.message} ({name})", cause.hint, dict(parts),
-                                  plan.partial(dict(parts)) if plan.partial and parts else None) from exc
+                raise ShardFailed(f"{cause.message} ({name})", cause.hint, dict(parts)) from exc
             raise ShardFailed(f"The {name} of {plan.name!r} failed on the cluster: {str(cause or exc)[:300]}",
-                              "The parts finished are kept; see the error above.", dict(parts),
-                              plan.partial(dict(parts)) if plan.partial and parts else None) from exc
+                              "The parts finished are kept; see the error above.", dict(parts)) from exc
         except ray.exceptions.RayError as exc:  # the worker died (killed, out of memory) on both tries
             raise ShardFailed(f"The {name} of {plan.name!r} failed twice: the worker running it stopped "
                               f"({type(exc).__name__}).",
                               f"{len(parts)} of {len(plan.pieces)} shards had finished and are kept. The worker may "
-                              "have run out of memory: try more shards (--shards) or fewer inputs.", dict(parts),
-                              plan.partial(dict(parts)) if plan.partial and parts else None) from exc
+                              "have run out of memory: try more shards (--shards) or fewer inputs.", dict(parts)) \
+                from exc
 
 
 class _Board:

@@ -4,7 +4,8 @@ A long job that is a stream of independent batches (inputs) or independent tasks
 experiment grid) says so with a `ShardPlan`: the objects every shard needs (`shared`: the model, the
 fitted criteria, the data), one small `piece` per shard (a range of inputs, a list of seeds), a
 `run(ctx, shared, piece)` that computes one shard's part, and a `merge(parts)` that combines the
-parts in shard order into the job's result. The job never knows where its shards ran.
+parts in shard order into the job's result. The job never knows where its shards ran. A plan with `on_stop` turns a stop into a result made of
+the shards finished (a search keeps what it found); without one, cancelling cancels the job.
 
 `Distribution` is the user's choice, carried by the job's context (`JobContext.distribution`): `local`
 (the default) runs every job as it always ran; `ray` runs the plans of jobs that can shard on a Ray
@@ -71,8 +72,11 @@ class ShardPlan:
     merge: Callable[[list], Any]
     sizes: list[int]
     units: str = "inputs"
-    partial: Callable[[dict], Any] | None = None  # {shard index: part} finished so far → a partial result
+    # {shard index: part} finished so far → the partial results to hand out now (a list)
+    partial: Callable[[dict], list] | None = None
     describe: Callable[[Any], str] = field(default=lambda piece: str(piece))
+    # a stop that keeps what was found: {shard index: part} finished → the job's result (None: a stop cancels)
+    on_stop: Callable[[dict], Any] | None = None
 
     def __post_init__(self):
         if len(self.sizes) != len(self.pieces):
@@ -84,13 +88,12 @@ class ShardPlan:
 
 
 class ShardFailed(WorkbenchError):
-    """A shard failed for good; `parts` holds the parts of the shards that finished ({index: part}) and
-    `partial` their partial result, so the work done is not lost with the job."""
+    """A shard failed for good; `parts` holds the parts of the shards that finished ({index: part}), so the
+    work done is not lost with the job."""
 
-    def __init__(self, message: str, hint: str = "", parts: dict | None = None, partial: Any = None):
+    def __init__(self, message: str, hint: str = "", parts: dict | None = None):
         super().__init__(message, hint)
         self.parts = parts or {}
-        self.partial = partial
 
 
 def split_range(n: int, shards: int, align: int = 1) -> list[tuple[int, int]]:
@@ -141,13 +144,24 @@ class LocalShards:
         parts: dict[int, Any] = {}
         ctx.progress(0, plan.total, f"{plan.name}: {len(plan.pieces)} shards")
         for index, piece in enumerate(plan.pieces):
-            ctx.check()
             shard_ctx = ctx.reporting_to(lambda done, total, message, i=index: progress.report(i, done))
             parts[index] = plan.run(shard_ctx, plan.shared, piece)
+            if ctx.cancelled:  # not `check()`: a shard that kept what it found has made checks pass
+                return stopped(ctx, plan, parts)
             progress.report(index, plan.sizes[index])
-            if plan.partial is not None:
-                ctx.partial(plan.partial(dict(parts)))
+            for result in plan.partial(dict(parts)) if plan.partial is not None else ():
+                ctx.partial(result)
         return plan.merge([parts[i] for i in range(len(plan.pieces))])
+
+
+def stopped(ctx: JobContext, plan: ShardPlan, parts: dict):
+    """A cancelled plan's end: the result of the shards finished when it keeps what was found, else `Cancelled`."""
+    from workbench.core.errors import Cancelled
+
+    if plan.on_stop is None:
+        raise Cancelled()
+    ctx.keep_what_was_found()
+    return plan.on_stop(dict(parts))
 
 
 _clusters: dict[tuple, Any] = {}  # one connection per address and process, kept for the next job

@@ -223,13 +223,13 @@ def sharded_test_pass(ctx, module, test: Split, indices, catalogue, entries, bat
     running = copy.deepcopy(entries)  # merged as shards finish, in any order: the values views show meanwhile
     merged_already: set[int] = set()
 
-    def partial(parts: dict[int, MeasuredShard]) -> CoverageProgress:
+    def partial(parts: dict[int, MeasuredShard]) -> list[CoverageProgress]:
         for index in sorted(set(parts) - merged_already):
             for key, criterion, _ in running:
                 criterion.merge_cover(parts[index].states[key])
             merged_already.add(index)
         done = sum(ranges[i][1] - ranges[i][0] for i in merged_already)
-        return CoverageProgress(done, total, {key: c.coverage() for key, c, _ in running})
+        return [CoverageProgress(done, total, {key: c.coverage() for key, c, _ in running})]
 
     parts = run_plan(ctx, ShardPlan("coverage: test inputs", shared, ranges, measure_shard, list,
                                     [b - a for a, b in ranges], partial=partial, describe=_range_text))

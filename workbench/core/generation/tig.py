@@ -55,6 +55,7 @@ from workbench.core.generation.assessment import classify, decode_in_batches, dr
 from workbench.core.generation.objectives import Misbehaviour
 from workbench.core.generation.protocol import Generator, check_fits
 from workbench.core.jobs import JobContext
+from workbench.core.sharding import ShardPlan, planned_shards, run_plan, sharding, split_list
 
 POPULATION, ELITE, BUDGET = 25, 10, 250
 EXTENTS = {"high": 1000.0, "low": 10000.0}  # the latent range divided by this is the mutation extent
@@ -249,6 +250,71 @@ def _result(s: int, seeds: Seeds, st: dict, found: bool, generations: int, finis
 
 
 @dataclass
+class SearchInputs:
+    """What searching from seeds needs, sent once to every shard: generator, classifier, seeds and settings."""
+
+    generator: Generator
+    classifier: object
+    seeds: Seeds
+    low: float
+    high: float
+    extent: float
+    budget: int
+    seed: int
+    label: str
+    objective: object
+
+
+def search_part(ctx: JobContext, inputs: SearchInputs, which) -> list[SeedResult]:
+    """`search` from the kept seeds `which` names (all kept ones when None)."""
+    return search(ctx, inputs.generator, inputs.classifier, inputs.seeds, inputs.low, inputs.high, inputs.extent,
+                  inputs.budget, inputs.seed, which=which, label=inputs.label, objective=inputs.objective)
+
+
+def search_shard(ctx: JobContext, inputs: SearchInputs, which: list[int]) -> list[SeedResult]:
+    """One shard of a search: its seeds, with progress counted in seeds (a generation of the budget is a
+    fraction of each)."""
+    seeds = len(which)
+    return search_part(ctx.reporting_to(lambda done, total, message: ctx.progress(
+        seeds * done // max(1, total), seeds, message)), inputs, which)
+
+
+def sharded_search(ctx: JobContext, inputs: SearchInputs) -> list[SeedResult]:
+    """`search` with the kept seeds in shards. Each seed searches from its own random stream, so a seed's
+    search is the one it has in a single run; only the batches its images are decoded and classified in
+    differ, which can move a logit in its last bits. A stop keeps the seeds finished in the shards that
+    ended, and the others' seeds as unfinished."""
+    order = [int(s) for s in np.flatnonzero(inputs.seeds.kept)]
+    pieces = split_list(order, planned_shards(ctx, len(order)))
+    shown: set[int] = set()
+
+    def partial(parts: dict) -> list[SeedResult]:  # a finished shard's seeds, as a search hands them out
+        new = [r for i in sorted(set(parts) - shown) for r in parts[i]]
+        shown.update(parts)
+        return new
+
+    def on_stop(parts: dict) -> list[SeedResult]:
+        found = {r.seed: r for part in parts.values() for r in part}
+        results = [found.get(s) or unfinished(s, inputs.seeds, inputs.label) for s in order]
+        ctx.notice(f"The search was stopped: {sum(r.finished for r in results)} of {len(order)} seeds had "
+                   "finished; the others keep their seed, marked unfinished.")
+        return results
+
+    if not order:
+        return []
+    return run_plan(ctx, ShardPlan("search", inputs, pieces, search_shard,
+                                   lambda parts: [r for part in parts for r in part], [len(p) for p in pieces],
+                                   units="seeds", partial=partial, on_stop=on_stop,
+                                   describe=lambda piece: f"seeds {piece[0]}–{piece[-1]}"))
+
+
+def unfinished(s: int, seeds: Seeds, label: str) -> SeedResult:
+    """A seed whose search never ran: its own image and genome, marked unfinished."""
+    return _result(s, seeds, {"genome": None, "image": None, "fitness": [], "steps": [], "best": float("nan"),
+                              "label": label}, found=False, generations=0, finished=False)
+
+
+@dataclass
 class GenerationRun:
     """One generator's run: its seeds, the searches of the kept ones, and how it was made."""
 
@@ -283,9 +349,10 @@ def generate(ctx: JobContext, generator: Generator, classifier, n_seeds: int, ex
     if not seeds.kept.any():
         ctx.notice(f"The classifier {classifier.name!r} labels none of the {n_seeds} seed images of "
                    f"{name or generator.kind} as intended, so nothing was searched.")
-    results = search(ctx.stage(1, 2, "search", partials=True), generator, classifier, seeds,
-                     float(card.latent_range["low"]), float(card.latent_range["high"]), step, budget, seed,
-                     label=name or generator.kind, objective=objective)
+    inputs = SearchInputs(generator, classifier, seeds, float(card.latent_range["low"]),
+                          float(card.latent_range["high"]), step, budget, seed, name or generator.kind, objective)
+    searching = ctx.stage(1, 2, "search", partials=True)
+    results = sharded_search(searching, inputs) if sharding(ctx) else search_part(searching, inputs, None)
     params = {**objective.describe(), "generator": name or generator.kind, "kind": generator.kind, "classifier": classifier.name,
               "classifier_fingerprint": classifier.fingerprint(), "seeds": int(n_seeds), "extent": extent,
               "step": step, "budget": int(budget), "seed": int(seed), "population": POPULATION, "elite": ELITE,

@@ -144,14 +144,23 @@ class AttackPool:
         return split.numpy(self.source_index)
 
 
+def attack_batch(batch_size: int) -> int:
+    """The batch `attack_split` attacks at a time for a given batch size (the cancel is checked before each
+    attack of a batch, so a batch is bounded by what it costs)."""
+    return step_batch(batch_size, PGD_STEPS + 2)
+
+
 def attack_split(ctx, model, split, eps: float, attacks=ATTACKS, seed: int = 0, batch_size: int = 256,
-                 indices=None, loss_mode: str = "logits", successful_only: bool = True) -> AttackPool:
+                 indices=None, loss_mode: str = "logits", successful_only: bool = True,
+                 after_batches: int = 0) -> AttackPool:
     """Attack a split batch by batch on `ctx.device`, keeping the successful adversarials
     (docs/methods/fol-and-selection.md#candidate-pool).
 
     Success is `argmax f(x') ≠ y` with the ground truth y, evaluated in eval mode after the attack.
     Each attack draws its random starts from its own generator seeded with `seed + k` (k = its
     position in `attacks`), one draw per batch in batch order; all of it is recorded in `params`.
+    `after_batches` says these inputs follow that many whole batches of a larger run (a shard of it):
+    their draws are skipped, so each input gets the start it gets in the whole run.
     """
     import torch
 
@@ -171,7 +180,11 @@ def attack_split(ctx, model, split, eps: float, attacks=ATTACKS, seed: int = 0, 
     attempted = {name: 0 for name in attacks}
     succeeded = {name: 0 for name in attacks}
     ctx.progress(0, n, "attacks")
-    batch_size = step_batch(batch_size, PGD_STEPS + 2)  # the cancel is checked before each attack of a batch
+    batch_size = attack_batch(batch_size)
+    skipped = torch.empty((batch_size,) + tuple(split.image_shape), dtype=torch.float32, device=device)
+    for _ in range(int(after_batches)):  # the earlier batches' draws, in their order
+        for generator in generators:
+            skipped.uniform_(-eps, eps, generator=generator)
     for start, xb, yb in split.batches(batch_size, indices):
         xb, yb = xb.to(device), yb.to(device)
         for k, name in enumerate(attacks):

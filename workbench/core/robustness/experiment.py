@@ -29,6 +29,7 @@ from workbench.core.robustness.reports import REPORT_SUBSET, robustness_report
 from workbench.core.robustness.retraining import CHECKPOINT_MODES, fine_tune
 from workbench.core.robustness.selection import resolve_budget, select
 from workbench.core.sampling import seeded_sample
+from workbench.core.sharding import ShardPlan, run_plan, sharding
 
 DEFAULT_STRATEGIES = ("be-st", "km-st", "deepgini", "random")
 
@@ -189,17 +190,60 @@ def robot_experiment(ctx, model, dataset, eps: float, strategies=DEFAULT_STRATEG
                         checkpoint_mode=checkpoint_mode, pool_inputs=pool_inputs, report_subset=report_subset)
         ctx.partial({"setup": setup.summary()})
     offset = stages - len(grid)
-    for k, (strategy, budget, seed) in enumerate(grid):
-        row, _ = run_strategy(ctx.stage(offset + k, stages, f"run {k + 1}/{len(grid)}"), setup, strategy, budget,
-                              seed, preset=preset, epochs=epochs)
-        rows.append(row)
-        ctx.partial(row)
+    if sharding(ctx) and grid:  # every run a shard: the rows come in grid order
+        runs = ctx.stage(offset, stages, "runs", partials=True)
+        rows += _sharded_grid(runs, GridInputs(setup, preset, epochs), grid)
+    else:
+        for k, (strategy, budget, seed) in enumerate(grid):
+            row, _ = run_strategy(ctx.stage(offset + k, stages, f"run {k + 1}/{len(grid)}"), setup, strategy,
+                                  budget, seed, preset=preset, epochs=epochs)
+            rows.append(row)
+            ctx.partial(row)
     params = {"strategies": list(dict.fromkeys(r["strategy"] for r in rows)),
               "budgets": list(dict.fromkeys(r["budget"] for r in rows)),
               "seeds": list(dict.fromkeys(r["seed"] for r in rows)),
               "preset": preset, "epochs": epochs, "checkpoint_mode": setup.checkpoint_mode,
               "report_subset": setup.report_subset, "eps": setup.eps}
     return ExperimentResult(rows, setup.summary(), params)
+
+
+@dataclass
+class GridInputs:
+    """What every run of a grid needs, sent once: the setup (model, data, pools) and the protocol."""
+
+    setup: RobotSetup
+    preset: str
+    epochs: int | None
+
+
+RUN_STEPS = 100  # a run's progress, in hundredths
+
+
+def grid_run(ctx, inputs: GridInputs, cell: tuple) -> dict:
+    """One cell of the grid (strategy, budget, seed) as a shard: its row."""
+    strategy, budget, seed = cell
+    row, _ = run_strategy(ctx.reporting_to(lambda done, total, message: ctx.progress(
+        RUN_STEPS * done // max(1, total), RUN_STEPS, message)), inputs.setup, strategy, budget, seed,
+        preset=inputs.preset, epochs=inputs.epochs)
+    return row
+
+
+def _sharded_grid(ctx, inputs: GridInputs, grid: list[tuple]) -> list[dict]:
+    """The grid's runs as independent shards, one run each; the rows in grid order, each handed out as its run
+    ends. A run is the same wherever it runs (selection and fine-tuning are seeded), to float rounding where
+    another thread count sums in another order."""
+    setup = inputs.setup
+    if any(strategy == "coverage-greedy" for strategy, _, _ in grid) and setup.covers is None:
+        setup.covers = coverage_items(ctx.quiet(), setup.model, setup.pool.subset(setup.selectable).images)
+    shown: set[int] = set()
+
+    def partial(parts: dict) -> list[dict]:
+        new = [parts[i] for i in sorted(set(parts) - shown)]
+        shown.update(parts)
+        return new
+
+    return run_plan(ctx, ShardPlan("runs", inputs, list(grid), grid_run, list, [RUN_STEPS] * len(grid), units="runs",
+                                   partial=partial, describe=lambda cell: f"{cell[0]} at {cell[1]}, seed {cell[2]}"))
 
 
 def run_key(row: dict) -> tuple[str, str, int]:

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.robustness.attacks import ATTACKS, attack_split, check_eps
+from workbench.core.robustness.attacks import ATTACKS, attack_batch, attack_split, check_eps
 from workbench.core.robustness.scores import UNCERTAINTY_SCORES, score_inputs
+from workbench.core.sharding import ShardPlan, planned_shards, run_plan, sharding, split_range
 
 #: Provenance keys the store adds (not how the pool was made), left out when a stored pool is read back.
 STORE_KEYS = ("kind", "role", "created", "versions")
@@ -107,17 +108,75 @@ def build_pool(ctx, model, split, eps: float, attacks=ATTACKS, seed: int = 0, ba
     for every candidate. An input can contribute one candidate per attack.
     """
     eps = check_eps(eps)
-    attacked = attack_split(ctx, model, split, eps, attacks=attacks, seed=seed, batch_size=batch_size,
-                            indices=indices, loss_mode=loss_mode, successful_only=True)
-    if len(attacked) == 0:
+    inputs = PoolInputs(model, split, None if indices is None else np.asarray(indices, np.int64), eps,
+                        tuple(attacks), int(seed), batch_size, loss_mode)
+    n = len(split) if indices is None else len(indices)
+    pool = _sharded_pool(ctx, inputs, n) if sharding(ctx) else attack_and_score(ctx, inputs, indices)
+    if len(pool) == 0:
         raise WorkbenchError(f"No attack succeeded on {what or 'the inputs'} at eps={eps:g}: the pool is empty.",
                              "Raise eps, attack more inputs, or check that the model is not already robust.")
+    pool.params.update(what=what, attacked_inputs=int(n))
+    return pool
+
+
+@dataclass
+class PoolInputs:
+    """What attacking and scoring needs, sent once to every shard of a pool."""
+
+    model: object
+    split: object
+    indices: np.ndarray | None
+    eps: float
+    attacks: tuple
+    seed: int
+    batch_size: int
+    loss_mode: str
+
+
+def attack_and_score(ctx, inputs: PoolInputs, indices, after_batches: int = 0) -> CandidatePool:
+    """Attack the inputs `indices` of the split (all when None) and score the successes (an empty pool if none)."""
+    attacked = attack_split(ctx, inputs.model, inputs.split, inputs.eps, attacks=inputs.attacks, seed=inputs.seed,
+                            batch_size=inputs.batch_size, indices=indices, loss_mode=inputs.loss_mode,
+                            successful_only=True, after_batches=after_batches)
     ctx.check()
-    scores, probs = score_candidates(ctx, model, attacked.images, attacked.labels,
-                                     attacked.clean_images(split), eps, loss_mode, batch_size)
-    params = {**attacked.params, "what": what, "attacked_inputs": int(len(split) if indices is None else len(indices))}
+    if len(attacked) == 0:
+        scores, probs = {}, np.zeros((0, 0), dtype=np.float32)
+    else:
+        scores, probs = score_candidates(ctx, inputs.model, attacked.images, attacked.labels,
+                                         attacked.clean_images(inputs.split), inputs.eps, inputs.loss_mode,
+                                         inputs.batch_size)
     return CandidatePool(attacked.images, attacked.labels, attacked.source_index, attacked.attack,
-                         scores, probs, params)
+                         scores, probs, dict(attacked.params))
+
+
+def pool_shard(ctx, inputs: PoolInputs, piece: tuple[int, int]) -> CandidatePool:
+    """One shard of a pool: the inputs at positions piece[0]..piece[1], with the random starts they get in
+    one pass (the earlier batches' draws skipped)."""
+    positions = np.arange(piece[0], piece[1], dtype=np.int64)
+    indices = positions if inputs.indices is None else inputs.indices[positions]
+    return attack_and_score(ctx, inputs, indices, after_batches=piece[0] // attack_batch(inputs.batch_size))
+
+
+def joined_pools(parts: list[CandidatePool]) -> CandidatePool:
+    """The shards' pools as one, in shard order, with their attempt and success counts added up."""
+    kept = [p for p in parts if len(p)] or parts[:1]
+    params = dict(parts[0].params)
+    for count in ("attempted", "succeeded"):
+        params[count] = {name: sum(p.params[count][name] for p in parts) for name in params[count]}
+    names = sorted(set.intersection(*(set(p.scores) for p in kept))) if kept else []
+    return CandidatePool(np.concatenate([p.images for p in kept]), np.concatenate([p.labels for p in kept]),
+                         np.concatenate([p.source_index for p in kept]), np.concatenate([p.attack for p in kept]),
+                         {k: np.concatenate([p.scores[k] for p in kept]) for k in names},
+                         np.concatenate([p.probs for p in kept]), params)
+
+
+def _sharded_pool(ctx, inputs: PoolInputs, n: int) -> CandidatePool:
+    """`attack_and_score` over all the inputs as shards aligned to the attack batch: each input gets the same
+    random start as in one pass, so the candidates are the same, and their scores too within float rounding."""
+    step = attack_batch(inputs.batch_size)
+    ranges = split_range(n, planned_shards(ctx, n, smallest=step), step)
+    return run_plan(ctx, ShardPlan("attacks", inputs, ranges, pool_shard, joined_pools, [b - a for a, b in ranges],
+                                   describe=lambda piece: f"inputs {piece[0]:,}–{piece[1] - 1:,}"))
 
 
 def fuzzer_candidates(ctx, model, tests, x0, eps: float, loss_mode: str = "logits", batch_size: int = 256,
