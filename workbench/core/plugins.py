@@ -192,8 +192,11 @@ def _candidates(folder: Path) -> list[Path]:
                   if (p.suffix == ".py" and not p.name.startswith("_")) or (p / "__init__.py").exists())
 
 
+MODULE_PREFIX = "workbench_plugin_"  # the name of a plugin's module, loaded from its file
+
+
 def _import_file(path: Path):
-    name = f"workbench_plugin_{path.stem}"
+    name = f"{MODULE_PREFIX}{path.stem}"
     target = path / "__init__.py" if path.is_dir() else path
     spec = importlib.util.spec_from_file_location(name, target,
                                                   submodule_search_locations=[str(path)] if path.is_dir() else None)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import time
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -27,6 +28,7 @@ from urllib.parse import urlsplit
 
 from workbench.core.errors import Cancelled, WorkbenchError
 from workbench.core.jobs import JobContext
+from workbench.core.plugins import MODULE_PREFIX
 from workbench.core.sharding import ShardFailed, ShardPlan, ShardProgress, stopped
 
 INSTALL_HINT = ("Install it with pip install 'dl-testing-workbench[distributed]' (or pip install 'ray[client]'), "
@@ -75,15 +77,24 @@ def reachable(address: str) -> None:
                              "or run with --executor local.") from exc
 
 
+_connected: list = [None]  # the address this process connected to
+
+
 class RayShards:
     """The `ray` executor: `run(ctx, plan)` as `LocalShards.run`, with the shards as Ray tasks."""
 
     def __init__(self, address: str | None = None):
         ray = self.ray = import_ray()
         self.address = address
-        if not ray.is_initialized():
-            if address not in (None, "", "auto", "local"):
-                reachable(address)
+        remote = address not in (None, "", "auto", "local")
+        if remote:
+            reachable(address)
+        if ray.is_initialized():  # one connection per process: the one made first (a test's, another job's)
+            if remote and _connected[0] not in (None, address):
+                raise WorkbenchError(f"This process is connected to the Ray cluster at {_connected[0]!r} already, "
+                                     f"so it cannot connect to {address!r} as well.",
+                                     "Restart the workbench to use another cluster.")
+        else:
             try:
                 if address in (None, "", "local"):  # a local instance with this machine's cores
                     ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False,
@@ -93,6 +104,7 @@ class RayShards:
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 raise WorkbenchError(f"Could not connect to the Ray cluster at {address or 'a local instance'}: "
                                      f"{str(exc)[:300]}", "Check the address, or run with --executor local.") from exc
+            _connected[0] = address
         self._remote_run = ray.remote(max_retries=TASK_RETRIES, retry_exceptions=False)(_run_shard)
         self._board_class = ray.remote(num_cpus=0)(_Board)
         self._check_versions()
@@ -115,6 +127,9 @@ class RayShards:
 
     def run(self, ctx: JobContext, plan: ShardPlan):
         ray = self.ray
+        for name, module in list(sys.modules.items()):  # a plugin's classes travel with the job: not installed there
+            if name.startswith(MODULE_PREFIX) and module is not None:
+                ray.cloudpickle.register_pickle_by_value(module)
         try:
             shared = ray.put(plan.shared)
         except Exception as exc:  # what the object's own reducer raises: a TorchScript module, a lock, …

@@ -167,6 +167,11 @@ def stopped(ctx: JobContext, plan: ShardPlan, parts: dict):
 _clusters: dict[tuple, Any] = {}  # one connection per address and process, kept for the next job
 
 
+def forget_clusters() -> None:
+    """Drop the kept cluster connections (after `ray.shutdown()`, say), so the next job connects anew."""
+    _clusters.clear()
+
+
 def executor_for(distribution: Distribution):
     """The executor of a distribution: `LocalShards`, or the Ray cluster it names (connected on first use)."""
     if distribution.executor == "local":
