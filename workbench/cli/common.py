@@ -33,6 +33,32 @@ def add_common(p: argparse.ArgumentParser, seed: bool = True) -> None:
         p.add_argument("--seed", type=integer(0, 2**32 - 1), default=0, help="random seed (default 0)")
 
 
+def add_distribution(p: argparse.ArgumentParser) -> None:
+    """--executor, --address and --shards, for the commands whose jobs can run as shards (`core.sharding`)."""
+    p.add_argument("--executor", choices=["local", "ray"], default="local",
+                   help="where the job runs: local (this process, the default) or ray (its shards on a Ray cluster; "
+                        "pip install 'dl-testing-workbench[distributed]')")
+    p.add_argument("--address", metavar="ADDR", type=text("Ray address"),
+                   help="the Ray cluster: auto (the one this machine belongs to) or ray://HOST:PORT; "
+                        "default: a local Ray instance with this machine's cores")
+    p.add_argument("--shards", type=integer(1, 100_000), metavar="N",
+                   help="how many shards to cut the job into (default: four per worker); with --executor local "
+                        "they run one after another here")
+
+
+def distribution(args):
+    """The `Distribution` that --executor, --address and --shards ask for (None: as jobs always ran)."""
+    from workbench.core.errors import WorkbenchError
+    from workbench.core.sharding import Distribution
+
+    executor = getattr(args, "executor", "local")
+    if getattr(args, "address", None) and executor != "ray":
+        raise WorkbenchError("--address names a Ray cluster, but the job runs locally.", "Add --executor ray.")
+    if executor == "local" and getattr(args, "shards", None) is None:
+        return None
+    return Distribution(executor, getattr(args, "address", None), getattr(args, "shards", None))
+
+
 def add_rule_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rule", default="lrp-0", help="lrp-0 (default), epsilon, z+ or alpha-beta")
     p.add_argument("--epsilon", type=real(0, 1e3, low_open=True), default=0.01,
@@ -109,7 +135,8 @@ def make_context(args, on_partial=None):
         progress.close()
         print(f"note: {text}", file=sys.stderr, flush=True)
 
-    return JobContext(args.device, on_progress=progress, on_partial=on_partial, on_notice=notice), progress
+    return JobContext(args.device, on_progress=progress, on_partial=on_partial, on_notice=notice,
+                      distribution=distribution(args)), progress
 
 
 def run_job(args, job, on_partial=None, holder: dict | None = None):

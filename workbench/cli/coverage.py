@@ -9,6 +9,7 @@ from pathlib import Path
 from workbench.cli.arguments import integer, output_folder
 from workbench.cli.common import (
     add_common,
+    add_distribution,
     add_rule_options,
     add_subset_options,
     emit,
@@ -64,6 +65,7 @@ def add_parsers(sub) -> None:
     cov.add_argument("--trust-file", action="store_true",
                      help="allow loading a full pickle (runs code from the file: only for files you trust)")
     add_common(cov)
+    add_distribution(cov)
     cov.set_defaults(handler=cmd_coverage)
 
 

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 from workbench.cli.arguments import integer, real, text
-from workbench.cli.common import (EXIT_CANCELLED, add_common, add_loading, add_model_data, check_creatable,
-                                  command_line, dataset_key, emit, error, load_model_and_data, make_context,
-                                  run_job)
+from workbench.cli.common import (EXIT_CANCELLED, add_common, add_distribution, add_loading, add_model_data,
+                                  check_creatable, command_line, dataset_key, emit, error, load_model_and_data,
+                                  make_context, run_job)
 
 NO_CLASSIFIER = "none"
 
@@ -65,6 +65,7 @@ def add_parsers(sub) -> None:
                      help="also write the per-seed CSV (the benchmark's columns) and the inputs as PNG files here")
     add_loading(gen)
     add_common(gen)
+    add_distribution(gen)
     gen.set_defaults(handler=cmd_generate)
 
     export = sub.add_parser("export-generator", help="copy a generator folder without its training state (for "

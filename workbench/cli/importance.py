@@ -9,6 +9,7 @@ from pathlib import Path
 from workbench.cli.arguments import integer, output_folder
 from workbench.cli.common import (
     add_common,
+    add_distribution,
     add_rule_options,
     emit,
     importance_rule,
@@ -45,6 +46,7 @@ def add_parsers(sub) -> None:
     imp.add_argument("--trust-file", action="store_true",
                      help="allow loading a full pickle (runs code from the file: only for files you trust)")
     add_common(imp)
+    add_distribution(imp)
     imp.set_defaults(handler=cmd_importance)
 
 

@@ -20,6 +20,7 @@ from workbench.cli.arguments import integer, output_file, real
 from workbench.cli.common import (
     ProjectTarget,
     add_common,
+    add_distribution,
     add_loading,
     add_model_data,
     add_subset_options,
@@ -70,6 +71,7 @@ def add_parsers(sub) -> None:
                                     "(default pool-<model>-<split>-eps<E>)")
     add_loading(att)
     add_common(att)
+    add_distribution(att)
 
     fol = sub.add_parser("fol", help="first-order loss per input: FOL∞ and grad-L2 (RobOT fuzzer FOL), with "
                                      "quantiles and an optional per-input CSV")

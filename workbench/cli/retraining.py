@@ -20,6 +20,7 @@ from workbench.cli.arguments import integer, output_file, output_folder
 from workbench.cli.common import (
     ProjectTarget,
     add_common,
+    add_distribution,
     add_loading,
     add_model_data,
     check_creatable,
@@ -68,6 +69,7 @@ def add_parsers(sub) -> None:
     rt.add_argument("--name", help="name of the run stored with --project")
     add_loading(rt)
     add_common(rt)
+    add_distribution(rt)
 
     cv = sub.add_parser("converge", help="rounds of attack and cumulative fine-tuning until static AE accuracy "
                                          "reaches the requirement; the FOL curve per round")
@@ -86,6 +88,7 @@ def add_parsers(sub) -> None:
     cv.add_argument("--name", help="name of the run stored with --project")
     add_loading(cv)
     add_common(cv)
+    add_distribution(cv)
 
     ex = sub.add_parser("experiment", help="a whole protocol: `experiment robot` runs the RobOT grid of "
                                            "strategies × budgets × seeds")
@@ -99,6 +102,7 @@ def add_parsers(sub) -> None:
     robot.add_argument("--name", help="name of the run stored with --project")
     add_loading(robot)
     add_common(robot)
+    add_distribution(robot)
     rt.set_defaults(handler=cmd_retrain)
     cv.set_defaults(handler=cmd_converge)
     ex.set_defaults(handler=cmd_experiment)
