@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import threading
 import time
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -80,6 +81,32 @@ def reachable(address: str) -> None:
 _connected: list = [None]  # the address this process connected to
 
 
+def _init_in_lasting_thread(ray, **options) -> None:
+    """`ray.init(**options)` from a thread that lives as long as the process. A local instance's processes
+    end when the thread that started them ends (Linux's parent-death signal is a thread's), and a job's
+    worker thread may end once idle."""
+    if threading.current_thread() is threading.main_thread():
+        ray.init(**options)
+        return
+    outcome: list = []
+
+    def own() -> None:
+        try:
+            ray.init(**options)
+        except BaseException as exc:  # handed to the caller
+            outcome.append(exc)
+            return
+        outcome.append(None)
+        threading.Event().wait()  # holds the instance's processes for the life of the process
+
+    thread = threading.Thread(target=own, name="ray-owner", daemon=True)
+    thread.start()
+    while not outcome and thread.is_alive():
+        time.sleep(0.05)
+    if outcome and outcome[0] is not None:
+        raise outcome[0]
+
+
 class RayShards:
     """The `ray` executor: `run(ctx, plan)` as `LocalShards.run`, with the shards as Ray tasks."""
 
@@ -97,10 +124,10 @@ class RayShards:
         else:
             try:
                 if address in (None, "", "local"):  # a local instance with this machine's cores
-                    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False,
-                             configure_logging=False)
+                    _init_in_lasting_thread(ray, num_cpus=os.cpu_count(), include_dashboard=False,
+                                            log_to_driver=False, configure_logging=False)
                 else:
-                    ray.init(address=address, log_to_driver=False, configure_logging=False)
+                    _init_in_lasting_thread(ray, address=address, log_to_driver=False, configure_logging=False)
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 raise WorkbenchError(f"Could not connect to the Ray cluster at {address or 'a local instance'}: "
                                      f"{str(exc)[:300]}", "Check the address, or run with --executor local.") from exc

@@ -53,8 +53,12 @@ class Distribution:
         return self.executor == "ray" or self.shards is not None
 
     def describe(self) -> str:
-        where = "this process" if self.executor == "local" else f"Ray ({self.address or 'a local instance'})"
+        where = "this machine" if self.executor == "local" else f"Ray ({self.address or 'a local instance'})"
         return where + (f", {self.shards} shards" if self.shards else "")
+
+    def short(self) -> str:
+        """A word or two for a table cell: 'Ray', or '3 shards' here."""
+        return "Ray" if self.executor == "ray" else f"{self.shards} shards"
 
 
 LOCAL = Distribution()

@@ -67,6 +67,9 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("full_screen", "&Full screen", "View", "F11", checkable=True, separator_before=True),
     ActionSpec("cancel_all", "&Cancel all jobs", "Jobs", "Ctrl+Shift+X", "Stop every running job"),
     ActionSpec("clear_jobs", "Clear &finished jobs", "Jobs", "", "Remove finished jobs from the jobs panel"),
+    ActionSpec("run_long_jobs_on", "&Run long jobs on…", "Jobs", "",
+               "This machine, or a Ray cluster that runs the shards of coverage, relevance, attacks, searches and "
+               "retraining grids", separator_before=True),
     ActionSpec("documentation", "&Documentation", "Help", "",
                "The workbench's own pages: what it does, its architecture and the methods, readable offline"),
     ActionSpec("shortcuts", "&Keyboard shortcuts", "Help", "F1"),

@@ -1,5 +1,5 @@
-"""The application's own settings, kept across projects: the names it runs under and the recent
-project folders (File → Recent projects).
+"""The application's own settings, kept across projects: the names it runs under, the recent
+project folders (File → Recent projects) and where long jobs run their shards (Jobs → Run long jobs on…).
 
 They live in an INI file in Qt's per-user settings folder, under the organisation and application
 names below (on Linux `~/.config/dl-testing-workbench/DL Testing Workbench.ini`), or in
@@ -20,6 +20,7 @@ APPLICATION = "DL Testing Workbench"
 SETTINGS_DIR_ENV = "WORKBENCH_SETTINGS_DIR"
 RECENT_KEY = "recentProjects"
 RECENT_LIMIT = 8
+DISTRIBUTION_KEY = "distribution"
 
 
 def app_settings() -> QSettings:
@@ -56,3 +57,26 @@ def add_recent_project(folder: str | Path) -> None:
 
 def clear_recent_projects() -> None:
     _store([])
+
+
+def stored_distribution():
+    """Where long jobs that can shard run (`core.sharding.Distribution`); this machine when never chosen, or
+    when what is stored no longer reads as a choice."""
+    from workbench.core.errors import WorkbenchError
+    from workbench.core.sharding import LOCAL, Distribution
+
+    settings = app_settings()
+    settings.sync()
+    try:
+        stored = json.loads(str(settings.value(DISTRIBUTION_KEY, "{}")))
+        return Distribution(str(stored.get("executor", "local")), stored.get("address") or None,
+                            stored.get("shards")) if isinstance(stored, dict) else LOCAL
+    except (ValueError, TypeError, WorkbenchError):
+        return LOCAL
+
+
+def store_distribution(distribution) -> None:
+    settings = app_settings()
+    settings.setValue(DISTRIBUTION_KEY, json.dumps({"executor": distribution.executor, "address": distribution.address,
+                                                    "shards": distribution.shards}))
+    settings.sync()

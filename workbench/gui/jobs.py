@@ -75,6 +75,8 @@ class JobRecord:
     lane: str = LONG
     view: str = ""  # the view that shows the result (double-clicking the job opens it)
     where: str = ""  # where a long job runs: the worker process, or this one (and why)
+    shards: str = ""  # where a long job that can shard runs its shards (a Ray cluster), when not in one pass
+    shards_short: str = ""
     saved: list[str] = field(default_factory=list)  # artifacts the job committed to the project
     notices: list[str] = field(default_factory=list)  # what the job decided for the user (JobContext.notice)
     unsaved: list[str] = field(default_factory=list)  # results it could not store (read-only project)
@@ -287,6 +289,7 @@ class JobRunner(QObject):
             pool.setMaxThreadCount(threads)
         self.jobs: list[Job] = []
         self.device = ""
+        self.distribution = None  # where long jobs that can shard run them (`core.sharding.Distribution`)
         self._ids = itertools.count(1)
         self._closed = False
         ui_gc.acquire()
@@ -317,6 +320,9 @@ class JobRunner(QObject):
         job = Job(record, fn, args, kwargs, device, uses_device, self, project=project, reuse=reuse,
                   executor=self.executors.get(lane) if (lane == LONG if portable is None else portable) else None)
         job.report_errors = report_errors
+        if lane == LONG and self.distribution is not None and self.distribution.sharded:
+            job.ctx.distribution = self.distribution
+            record.shards, record.shards_short = self.distribution.describe(), self.distribution.short()
         job.started.connect(lambda: self.job_changed.emit(job))
         job.device_known.connect(lambda device: self._on_device(job, device))
         job.progress.connect(lambda *_: self.job_changed.emit(job))

@@ -19,10 +19,17 @@ import workbench
 from workbench.core.errors import WorkbenchError
 from workbench.core.project import SETTINGS, Project
 from workbench.gui.actions import ShortcutsDialog, build_actions
-from workbench.gui.app_settings import add_recent_project, clear_recent_projects, recent_projects
+from workbench.gui.app_settings import (
+    add_recent_project,
+    clear_recent_projects,
+    recent_projects,
+    store_distribution,
+    stored_distribution,
+)
+from workbench.gui.distribution_dialog import DistributionDialog, connect
 from workbench.gui.documentation import DocumentationWindow
 from workbench.gui.errors import report_error, report_problems
-from workbench.gui.jobs import FAILED, THREAD, Job, JobRunner
+from workbench.gui.jobs import FAILED, LONG, THREAD, Job, JobRunner
 from workbench.gui.open_dialogs import OpenDatasetDialog, OpenModelDialog
 from workbench.gui.plot_style import configure_pyqtgraph
 from workbench.gui.project_panel import ProjectPanel
@@ -62,6 +69,7 @@ class MainWindow(QMainWindow):
         configure_pyqtgraph()
         self.setObjectName("mainWindow")
         self.runner = JobRunner(self, long_jobs=long_jobs)
+        self.runner.distribution = stored_distribution()
         self.selection = Selection(self)
         self.session = Session(project, self.runner, self)
         self._initial_selection()
@@ -163,8 +171,24 @@ class MainWindow(QMainWindow):
             "toggle_jobs_dock": self.jobs_dock.toggleViewAction(),
             "restore_layout": self.restore_default_layout, "full_screen": self.set_full_screen,
             "cancel_all": self.runner.cancel_all, "clear_jobs": self.jobs_panel.clear_finished,
+            "run_long_jobs_on": self.choose_distribution,
             "documentation": self.show_documentation, "shortcuts": self.show_shortcuts, "about": self.show_about,
         }
+
+    def choose_distribution(self) -> DistributionDialog:
+        """Jobs → Run long jobs on…: the dialog (shown, not waited for), its choice kept for the next jobs."""
+        dialog = DistributionDialog(self.runner.distribution, lambda distribution: self.runner.submit(
+            "Connect to Ray", connect, distribution, uses_device=False, lane=LONG, portable=True,
+            report_errors=False), self)
+        dialog.setObjectName("distributionDialog")
+        dialog.chosen.connect(self._use_distribution)
+        dialog.show()
+        return dialog
+
+    def _use_distribution(self, distribution) -> None:
+        store_distribution(distribution)
+        self.runner.distribution = distribution
+        self.statusBar().showMessage(f"Long jobs that can shard run on {distribution.describe()} from now on.", 8000)
 
     def _build_recent_menu(self) -> None:
         """File → Recent projects, under the demo project's entry; filled each time it opens."""

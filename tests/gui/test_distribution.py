@@ -1,0 +1,72 @@
+"""Jobs → Run long jobs on…: choosing a Ray cluster with the mouse, connecting to it, and the Coverage view's
+jobs then running their shards there, with the same figures as one pass and the jobs panel saying where."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QDialogButtonBox
+
+from workbench.core import sharding
+from workbench.core.sharding import Distribution
+
+pytestmark = pytest.mark.gui
+ray = pytest.importorskip("ray", reason="Ray is the distributed extra: pip install '.[distributed]'")
+
+
+@pytest.fixture
+def ray_afterwards():
+    yield
+    sharding.forget_clusters()
+    ray.shutdown()
+
+
+def test_choosing_ray_runs_the_coverage_shards_there(qtbot, settled_window, ray_afterwards):
+    from workbench.core.coverage import measure_coverage
+    from workbench.core.jobs import JobContext
+    from workbench.gui.app_settings import stored_distribution
+    from workbench.gui.distribution_dialog import DistributionDialog
+
+    window = settled_window
+    window.action_map["run_long_jobs_on"].trigger()
+    dialog = window.findChild(DistributionDialog, "distributionDialog")
+    assert dialog is not None and dialog.here.isChecked() and not dialog.address.isEnabled()
+    qtbot.mouseClick(dialog.ray, Qt.MouseButton.LeftButton)
+    assert dialog.address.isEnabled() and dialog.connect_button.isEnabled()
+    dialog.shards.setValue(3)
+    qtbot.mouseClick(dialog.connect_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: dialog.status.text().startswith("Connected:"), timeout=60000)
+    assert "CPU" in dialog.status.text()
+    qtbot.mouseClick(dialog.findChild(QDialogButtonBox).button(QDialogButtonBox.StandardButton.Ok),
+                     Qt.MouseButton.LeftButton)
+    assert window.runner.distribution == Distribution("ray", None, 3) == stored_distribution()
+
+    window.activateWindow()  # the dialog had the focus
+    qtbot.waitUntil(window.isActiveWindow, timeout=5000)
+    qtbot.keyClick(window, Qt.Key.Key_5, Qt.KeyboardModifier.ControlModifier)
+    view = window.views["coverage"]
+    qtbot.waitUntil(lambda: window.runner.is_idle() and bool(view.set_keys) and all(
+        view.runs.runs.get(k) is not None and view.runs.runs[k].state == "done" for k in view.set_keys),
+        timeout=120000)
+    jobs = [j for j in window.runner.jobs if j.name.startswith("Coverage of test")]
+    assert jobs and jobs[-1].record.shards.startswith("Ray") and jobs[-1].record.shards_short == "Ray"
+    tree = window.jobs_panel.tree
+    assert any(" · Ray" in tree.topLevelItem(i).text(3) for i in range(tree.topLevelItemCount()))
+    session = window.session
+    local = measure_coverage(JobContext("cpu"), session.models["lenet5-fashion"].model,
+                             session.datasets["fashion-mnist"], "fc2", ["nc", "tknc"])
+    on_ray = view.runs.runs["fashion-mnist:test"]
+    for name in ("nc", "tknc"):
+        assert on_ray.result(name).value == local[name].value
+
+
+def test_a_cluster_that_cannot_be_reached_is_said_in_the_dialog(qtbot, settled_window):
+    window = settled_window
+    dialog = window.choose_distribution()
+    qtbot.mouseClick(dialog.ray, Qt.MouseButton.LeftButton)
+    qtbot.keyClicks(dialog.address, "127.0.0.1:1")
+    qtbot.mouseClick(dialog.connect_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: "Nothing answers" in dialog.status.text(), timeout=30000)
+    assert "--executor local" in dialog.status.text() or "Check that the cluster" in dialog.status.text()
+    dialog.reject()
+    assert window.runner.distribution.executor == "local"
