@@ -274,7 +274,10 @@ def test_the_experiment_grid_in_shards_has_the_rows_of_one_run(digits_model, dig
     whole = robot_experiment(job(), digits_model, digits, 0.1, **grid)
     partials = []
     sharded = robot_experiment(job(SHARDED, on_partial=partials.append), digits_model, digits, 0.1, **grid)
-    key = lambda rows: [(r["strategy"], r["budget"], r["seed"], r["selected"], r["best_epoch"]) for r in rows]  # noqa: E731
+
+    def key(rows):
+        return [(r["strategy"], r["budget"], r["seed"], r["selected"], r["best_epoch"]) for r in rows]
+
     assert key(sharded.rows) == key(whole.rows)
     for a, b in zip(whole.rows, sharded.rows):
         assert b["static_ae_accuracy"] == pytest.approx(a["static_ae_accuracy"], abs=1e-6)

@@ -4,8 +4,9 @@ A long job that is a stream of independent batches (inputs) or independent tasks
 experiment grid) says so with a `ShardPlan`: the objects every shard needs (`shared`: the model, the
 fitted criteria, the data), one small `piece` per shard (a range of inputs, a list of seeds), a
 `run(ctx, shared, piece)` that computes one shard's part, and a `merge(parts)` that combines the
-parts in shard order into the job's result. The job never knows where its shards ran. A plan with `on_stop` turns a stop into a result made of
-the shards finished (a search keeps what it found); without one, cancelling cancels the job.
+parts in shard order into the job's result. The job never knows where its shards ran. A plan with
+`on_stop` turns a stop into a result made of the shards finished (a search keeps what it found);
+without one, cancelling cancels the job.
 
 `Distribution` is the user's choice, carried by the job's context (`JobContext.distribution`): `local`
 (the default) runs every job as it always ran; `ray` runs the plans of jobs that can shard on a Ray

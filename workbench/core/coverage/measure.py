@@ -34,7 +34,7 @@ from workbench.core.coverage.passes import (
     fit_pass,
     layer_feeds,
     split_by_merging,
-    test_pass,
+    measure_pass,
 )
 from workbench.core.coverage.per_class import PerClass
 from workbench.core.coverage.protocol import CoverageValue, Criterion
@@ -302,7 +302,7 @@ def measure_coverage(ctx: JobContext, model, dataset, layer: str | NeuronDefinit
         split_by_merging(ctx, todo_fit, lambda c, entries: fit_pass(c, module, train, catalogue, entries, batch_size,
                                                                      dataset.image_shape))
     if todo_test:
-        curves = split_by_merging(ctx, [(k, c, p) for k, c, p, _, _ in todo_test], lambda c, entries: test_pass(
+        curves = split_by_merging(ctx, [(k, c, p) for k, c, p, _, _ in todo_test], lambda c, entries: measure_pass(
             c, module, test, test_indices, catalogue, entries, batch_size, curve_every, dataset.image_shape))
         if project is not None:  # stored only once everything is done: a cancelled run stores nothing
             for key, criterion, point in todo_fit + given_fits:

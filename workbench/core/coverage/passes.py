@@ -105,19 +105,20 @@ def gather(ctx, module, train: Split, indices, catalogue, entries, batch_size, i
         ctx.progress(start + len(predictions), total, "coverage: training activations")
 
 
-def test_pass(ctx, module, test: Split, indices, catalogue, entries, batch_size, curve_every,
+def measure_pass(ctx, module, test: Split, indices, catalogue, entries, batch_size, curve_every,
               input_shape) -> dict[str, np.ndarray]:
     """Measure the test inputs `indices` of `test` (all when None) with the fitted `entries`, from empty;
     returns each criterion's growth curve ((points, 3): inputs, covered, fraction), a point every
-    `curve_every` inputs within each batch. As shards when the job's context asks (`sharded_test_pass`)."""
+    `curve_every` inputs within each batch. As shards when the job's context asks (`sharded_measure_pass`)."""
     if sharding(ctx):
-        return sharded_test_pass(ctx, module, test, indices, catalogue, entries, batch_size, curve_every, input_shape)
-    return measure_inputs(ctx, module, test, indices, catalogue, entries, batch_size, curve_every, input_shape)
+        return sharded_measure_pass(ctx, module, test, indices, catalogue, entries, batch_size, curve_every,
+                                    input_shape)
+    return measure_in_one_pass(ctx, module, test, indices, catalogue, entries, batch_size, curve_every, input_shape)
 
 
-def measure_inputs(ctx, module, test: Split, indices, catalogue, entries, batch_size, curve_every,
+def measure_in_one_pass(ctx, module, test: Split, indices, catalogue, entries, batch_size, curve_every,
                    input_shape) -> dict[str, np.ndarray]:
-    """`test_pass` here, in one pass."""
+    """`measure_pass` here, in one pass."""
     defs = capture_definitions(entries, catalogue)
     for _, criterion, _ in entries:
         criterion.reset()
@@ -193,8 +194,8 @@ def gather_shard(ctx, shared: PassInputs, piece: tuple[int, int]) -> dict[str, C
 def measure_shard(ctx, shared: PassInputs, piece: tuple[int, int]) -> MeasuredShard:
     """One test shard: what each fitted criterion covers of its inputs, from empty, and its curve."""
     entries = copy.deepcopy(shared.entries)
-    curves = measure_inputs(ctx, shared.module, shared.split, _positions(shared, piece), shared.catalogue, entries,
-                            shared.batch_size, shared.curve_every, shared.input_shape)
+    curves = measure_in_one_pass(ctx, shared.module, shared.split, _positions(shared, piece), shared.catalogue,
+                                 entries, shared.batch_size, shared.curve_every, shared.input_shape)
     return MeasuredShard({key: criterion.cover_state() for key, criterion, _ in entries}, curves)
 
 
@@ -211,9 +212,9 @@ def sharded_gather(ctx, module, train: Split, catalogue, entries, batch_size, in
             criterion.merge_fit(part[key])
 
 
-def sharded_test_pass(ctx, module, test: Split, indices, catalogue, entries, batch_size, curve_every,
+def sharded_measure_pass(ctx, module, test: Split, indices, catalogue, entries, batch_size, curve_every,
                       input_shape) -> dict[str, np.ndarray]:
-    """`test_pass` as shards (the module docstring): the criteria in `entries` end holding the merged state."""
+    """`measure_pass` as shards (the module docstring): the criteria in `entries` end holding the merged state."""
     total = len(test) if indices is None else len(indices)
     ranges = _ranges(ctx, total, batch_size)
     for _, criterion, _ in entries:
