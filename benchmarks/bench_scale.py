@@ -71,11 +71,17 @@ def main() -> int:
     from workbench.core.coverage import measure_coverage
     from workbench.core.dataset_registry import load_dataset
     from workbench.core.generation.storage import load_generator
-    from workbench.core.generation.tig import SearchInputs, extent_of, generate, search_part
+    from workbench.core.generation.tig import (
+        SearchInputs,
+        extent_of,
+        generate,
+        search_part,
+    )
     from workbench.core.importance import compute_importance
     from workbench.core.jobs import JobContext
     from workbench.core.model_io import load_model
-    from workbench.core.sharding import Distribution, LocalShards, ShardPlan, executor_for
+    from workbench.core.shard_plan import ShardPlan
+    from workbench.core.sharding import Distribution, LocalShards, executor_for
 
     data, model = load_dataset("fashion-mnist"), load_model("lenet5-fashion")
     criteria = ("idc", "nc", "kmnc", "nbc", "snac", "tknc")

@@ -21,7 +21,8 @@ from workbench.core import sharding
 from workbench.core.coverage import measure_coverage
 from workbench.core.errors import Cancelled, WorkbenchError
 from workbench.core.jobs import JobContext
-from workbench.core.sharding import Distribution, ShardFailed, ShardPlan, executor_for
+from workbench.core.shard_plan import ShardFailed, ShardPlan
+from workbench.core.sharding import Distribution, executor_for
 
 ray = pytest.importorskip("ray", reason="Ray is the distributed extra: pip install '.[distributed]'")
 

@@ -12,17 +12,11 @@ import numpy as np
 import pytest
 
 from workbench.core.coverage import measure_coverage
-from workbench.core.coverage.protocol import Criterion, CoverageValue
+from workbench.core.coverage.protocol import CoverageValue, Criterion
 from workbench.core.errors import Cancelled, WorkbenchError
 from workbench.core.jobs import JobContext
-from workbench.core.sharding import (
-    Distribution,
-    LocalShards,
-    ShardPlan,
-    shard_count,
-    split_list,
-    split_range,
-)
+from workbench.core.shard_plan import ShardPlan, split_list, split_range
+from workbench.core.sharding import Distribution, LocalShards, shard_count
 
 SHARDED = Distribution(shards=3)
 CRITERIA = ("idc", "nc", "kmnc", "nbc", "snac", "tknc", "tknp", "lsa", "dsa", "mdsa")

@@ -28,13 +28,8 @@ from workbench.core.data import step_batch
 from workbench.core.errors import WorkbenchError
 from workbench.core.jobs import JobContext
 from workbench.core.sampling import seeded_sample
-from workbench.core.sharding import (
-    ShardPlan,
-    planned_shards,
-    run_plan,
-    sharding,
-    split_range,
-)
+from workbench.core.shard_plan import ShardPlan, split_range
+from workbench.core.sharding import planned_shards, run_plan, sharding
 from workbench.core.store import reading
 
 ARTIFACT_KIND = "importance"

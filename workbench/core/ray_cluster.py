@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 from workbench.core.errors import Cancelled, WorkbenchError
 from workbench.core.jobs import JobContext
 from workbench.core.plugins import MODULE_PREFIX
-from workbench.core.sharding import ShardFailed, ShardPlan, ShardProgress, stopped
+from workbench.core.shard_plan import ShardFailed, ShardPlan, ShardProgress, stopped
 
 INSTALL_HINT = ("Install it with pip install 'dl-testing-workbench[distributed]' (or pip install 'ray[client]'), "
                 "or run with --executor local.")

@@ -1,7 +1,7 @@
 """Jobs that split into independent shards, and where the shards run: here, one after another, or on Ray.
 
 A long job that is a stream of independent batches (inputs) or independent tasks (seeds, runs of an
-experiment grid) says so with a `ShardPlan`: the objects every shard needs (`shared`: the model, the
+experiment grid) says so with a `ShardPlan` (`core.shard_plan`): the objects every shard needs (`shared`: the model, the
 fitted criteria, the data), one small `piece` per shard (a range of inputs, a list of seeds), a
 `run(ctx, shared, piece)` that computes one shard's part, and a `merge(parts)` that combines the
 parts in shard order into the job's result. The job never knows where its shards ran. A plan with
@@ -20,11 +20,12 @@ seeds). A plan's `partial(parts)` turns the parts finished so far into a partial
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.jobs import JobContext
+from workbench.core.shard_plan import ShardPlan, ShardProgress, stopped
 
 EXECUTORS = ("local", "ray")
 SHARDS_PER_WORKER = 4  # more shards than workers: an idle worker takes the next, and progress is finer
@@ -65,78 +66,11 @@ class Distribution:
 LOCAL = Distribution()
 
 
-@dataclass
-class ShardPlan:
-    """How one job runs as shards (see the module docstring). `run` must be a module-level function so a
-    cluster's workers can import it; `sizes[i]` is piece i's work in `units`, for progress."""
-
-    name: str
-    shared: Any
-    pieces: list
-    run: Callable[[JobContext, Any, Any], Any]
-    merge: Callable[[list], Any]
-    sizes: list[int]
-    units: str = "inputs"
-    # {shard index: part} finished so far → the partial results to hand out now (a list)
-    partial: Callable[[dict], list] | None = None
-    describe: Callable[[Any], str] = field(default=lambda piece: str(piece))
-    # a stop that keeps what was found: {shard index: part} finished → the job's result (None: a stop cancels)
-    on_stop: Callable[[dict], Any] | None = None
-
-    def __post_init__(self):
-        if len(self.sizes) != len(self.pieces):
-            raise ValueError("a plan needs one size per piece")
-
-    @property
-    def total(self) -> int:
-        return int(sum(self.sizes))
-
-
-class ShardFailed(WorkbenchError):
-    """A shard failed for good; `parts` holds the parts of the shards that finished ({index: part}), so the
-    work done is not lost with the job."""
-
-    def __init__(self, message: str, hint: str = "", parts: dict | None = None):
-        super().__init__(message, hint)
-        self.parts = parts or {}
-
-
-def split_range(n: int, shards: int, align: int = 1) -> list[tuple[int, int]]:
-    """`shards` contiguous (start, stop) ranges covering 0..n, as equal as `align` allows (every start a
-    multiple of `align`, so batch and curve boundaries fall where they fall in one pass); empty ranges
-    are left out."""
-    align = max(1, int(align))
-    blocks = -(-n // align)  # ceil
-    shards = max(1, min(int(shards), blocks)) if n else 1
-    bounds = [min(n, (blocks * k // shards) * align) for k in range(shards + 1)]
-    return [(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
-
-
-def split_list(items, shards: int) -> list[list]:
-    """`items` in `shards` contiguous runs of near-equal length, in order (none empty)."""
-    items = list(items)
-    return [items[a:b] for a, b in split_range(len(items), shards)]
-
-
 def shard_count(distribution: Distribution, work: int, workers: int, smallest: int = 1) -> int:
     """How many shards to cut `work` units into: as asked, else a few per worker, each at least `smallest`."""
     if distribution.shards is not None:
         return max(1, min(distribution.shards, work)) if work else 1
     return max(1, min(SHARDS_PER_WORKER * max(1, workers), work // max(1, smallest))) if work else 1
-
-
-class ShardProgress:
-    """The job's progress as the sum of its shards' (each shard's last report, in the plan's units)."""
-
-    def __init__(self, ctx: JobContext, plan: ShardPlan):
-        self.ctx, self.plan = ctx, plan
-        self.done = [0] * len(plan.pieces)
-
-    def report(self, index: int, done: int) -> None:
-        self.done[index] = min(int(done), self.plan.sizes[index])
-        finished = sum(d >= s for d, s in zip(self.done, self.plan.sizes))
-        self.ctx.progress(sum(self.done), self.plan.total,
-                          f"{self.plan.name}: {finished} of {len(self.plan.pieces)} shards done")
 
 
 class LocalShards:
@@ -150,6 +84,7 @@ class LocalShards:
         ctx.progress(0, plan.total, f"{plan.name}: {len(plan.pieces)} shards")
         for index, piece in enumerate(plan.pieces):
             shard_ctx = ctx.reporting_to(lambda done, total, message, i=index: progress.report(i, done))
+            shard_ctx.distribution = LOCAL  # a shard runs in one pass, as on a cluster's worker
             parts[index] = plan.run(shard_ctx, plan.shared, piece)
             if ctx.cancelled:  # not `check()`: a shard that kept what it found has made checks pass
                 return stopped(ctx, plan, parts)
@@ -157,16 +92,6 @@ class LocalShards:
             for result in plan.partial(dict(parts)) if plan.partial is not None else ():
                 ctx.partial(result)
         return plan.merge([parts[i] for i in range(len(plan.pieces))])
-
-
-def stopped(ctx: JobContext, plan: ShardPlan, parts: dict):
-    """A cancelled plan's end: the result of the shards finished when it keeps what was found, else `Cancelled`."""
-    from workbench.core.errors import Cancelled
-
-    if plan.on_stop is None:
-        raise Cancelled()
-    ctx.keep_what_was_found()
-    return plan.on_stop(dict(parts))
 
 
 _clusters: dict[tuple, Any] = {}  # one connection per address and process, kept for the next job

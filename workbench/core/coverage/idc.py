@@ -87,6 +87,7 @@ class IDC(Criterion):
             raise WorkbenchError("IDC needs its important neurons before fitting.",
                                  "Compute neuron importance for the layer and call use_importance(result).")
         self.clusters, self._values, self._zero_filter, self._width = [], [], None, None
+        self._given_clusters = None
 
     def _layer_values(self, layers: dict[str, np.ndarray]) -> tuple[np.ndarray, bool]:
         raw = next(iter(layers.values())) if self.layer is None else layers[self.layer]
@@ -124,17 +125,33 @@ class IDC(Criterion):
         if self._width is None:
             self._width = other._width
 
-    def _finish_fit(self):
+    def clustering_inputs(self) -> tuple[np.ndarray, dict]:
+        """What `finish_fit` clusters, gathered so far: (inputs, m) values of the important neurons and the
+        options of `cluster_neuron`. Each neuron is clustered on its own, so a fit in shards clusters them
+        as shards and hands the results over with `use_clusters`."""
         m = len(self.neurons)
         values = np.concatenate(self._values) if self._values else np.zeros((0, m))
+        self._values = [values]
+        return values, {"k_range": self.k_range, "zero_filter": bool(self._zero_filter),
+                        "min_values": self.min_values, "silhouette_sample": self.silhouette_sample,
+                        "seed": self.seed, "n_init": self.n_init, "rounding": self.rounding}
+
+    def use_clusters(self, clusters: list) -> None:
+        """Each important neuron's `NeuronClusters`, computed from `clustering_inputs` elsewhere: the next
+        `finish_fit` takes them instead of clustering here."""
+        if len(clusters) != len(self.neurons):
+            raise WorkbenchError(f"{len(clusters)} neurons' clusters were given for {len(self.neurons)} neurons.",
+                                 "Cluster every important neuron.")
+        self._given_clusters = list(clusters)
+
+    def _finish_fit(self):
+        values, options = self.clustering_inputs()
         self._values = []
         self.train_inputs = int(len(values))
-        zero_filter = bool(self._zero_filter)
-        self.clusters = [cluster_neuron(values[:, j], int(n), k_range=self.k_range, zero_filter=zero_filter,
-                                        min_values=self.min_values, silhouette_sample=self.silhouette_sample,
-                                        seed=self.seed, n_init=self.n_init, rounding=self.rounding, check=self._check)
-                         for j, n in enumerate(self.neurons)]
-        self._zero_filter_used = zero_filter
+        given, self._given_clusters = self._given_clusters, None
+        self.clusters = given if given is not None else [
+            cluster_neuron(values[:, j], int(n), check=self._check, **options) for j, n in enumerate(self.neurons)]
+        self._zero_filter_used = options["zero_filter"]
         self._build()
         self._report()
 

@@ -6,8 +6,9 @@ tensor, and hands each criterion its layers (`capture_definitions`, `layer_feeds
 
 **As shards.** Both passes split the inputs into contiguous ranges that start at multiples of the
 batch size, so every batch holds the inputs it holds in one pass. A fit's shard gathers on a copy of
-the unfitted criteria and the job merges the copies in order (`Criterion.merge_fit`) before
-fitting here; a test shard measures from empty and sends back what it covered
+the unfitted criteria and the job merges the copies in order (`Criterion.merge_fit`); IDC's k-means
+then runs one shard per important neuron (`sharded_clustering`) before each criterion finishes its
+fit here; a test shard measures from empty and sends back what it covered
 (`Criterion.cover_state`), which the job merges in order (`Criterion.merge_cover`), so the state is
 the one a single pass leaves: the same covered items and counts, per-input records in input order.
 The growth curve of a sharded pass is exact wherever it has a point: every `curve_every` inputs
@@ -25,18 +26,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from workbench.core.activations import NeuronDefinition, stream_activations
+from workbench.core.coverage.clustering import NeuronClusters, cluster_neuron
+from workbench.core.coverage.idc import IDC
 from workbench.core.coverage.per_class import PerClass
 from workbench.core.coverage.protocol import CoverageValue, Criterion
 from workbench.core.data import Split
 from workbench.core.errors import WorkbenchError
-from workbench.core.sharding import (
-    ShardPlan,
-    planned_shards,
-    run_plan,
-    running_here,
-    sharding,
-    split_range,
-)
+from workbench.core.shard_plan import ShardPlan, split_range
+from workbench.core.sharding import planned_shards, run_plan, running_here, sharding
 
 
 @dataclass
@@ -79,6 +76,7 @@ def fit_pass(ctx, module, train: Split, catalogue, entries, batch_size, input_sh
     criterion's `partial_fit` (as shards when the job's context asks: `sharded_gather`), then `finish_fit`."""
     if sharding(ctx):
         sharded_gather(ctx, module, train, catalogue, entries, batch_size, input_shape)
+        sharded_clustering(ctx, entries)
     else:
         gather(ctx, module, train, None, catalogue, entries, batch_size, input_shape)
     for i, (key, criterion, _) in enumerate(entries):
@@ -210,6 +208,37 @@ def sharded_gather(ctx, module, train: Split, catalogue, entries, batch_size, in
         criterion.start_fit()
         for part in parts:
             criterion.merge_fit(part[key])
+
+
+def _idcs(entries) -> list[IDC]:
+    """The IDC criteria among `entries`, a per-class IDC's classes included."""
+    found = []
+    for _, criterion, _ in entries:
+        members = criterion.members if isinstance(criterion, PerClass) else [criterion]
+        found += [member for member in members if isinstance(member, IDC)]
+    return found
+
+
+def cluster_shard(ctx, shared: list[tuple], piece: tuple[int, int]) -> NeuronClusters:
+    """One neuron of one IDC clustered (`clustering.cluster_neuron`, seeded, one thread: the same anywhere)."""
+    criterion, j = piece
+    values, options, neurons = shared[criterion]
+    return cluster_neuron(values[:, j], int(neurons[j]), check=ctx.check, **options)
+
+
+def sharded_clustering(ctx, entries) -> None:
+    """IDC's k-means after a sharded gather, one shard per important neuron (and class), so the fit's
+    longest step is not left to the driver; each IDC then finishes its fit with the clusters given."""
+    idcs = _idcs(entries)
+    pieces = [(i, j) for i, idc in enumerate(idcs) for j in range(len(idc.neurons))]
+    if not pieces:
+        return
+    shared = [(*idc.clustering_inputs(), np.asarray(idc.neurons)) for idc in idcs]
+    clusters = run_plan(ctx, ShardPlan("coverage: IDC clusters", shared, pieces, cluster_shard, list,
+                                       [1] * len(pieces), units="neurons",
+                                       describe=lambda piece: f"neuron {int(shared[piece[0]][2][piece[1]])}"))
+    for i, idc in enumerate(idcs):
+        idc.use_clusters([c for (owner, _), c in zip(pieces, clusters) if owner == i])
 
 
 def sharded_measure_pass(ctx, module, test: Split, indices, catalogue, entries, batch_size, curve_every,

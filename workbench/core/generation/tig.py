@@ -51,11 +51,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from workbench.core.errors import Cancelled, WorkbenchError
-from workbench.core.generation.assessment import classify, decode_in_batches, draw_indices, encode_in_batches
+from workbench.core.generation.assessment import (
+    classify,
+    decode_in_batches,
+    draw_indices,
+    encode_in_batches,
+)
 from workbench.core.generation.objectives import Misbehaviour
 from workbench.core.generation.protocol import Generator, check_fits
 from workbench.core.jobs import JobContext
-from workbench.core.sharding import ShardPlan, planned_shards, run_plan, sharding, split_list
+from workbench.core.shard_plan import ShardPlan, split_list
+from workbench.core.sharding import planned_shards, run_plan, sharding
 
 POPULATION, ELITE, BUDGET = 25, 10, 250
 EXTENTS = {"high": 1000.0, "low": 10000.0}  # the latent range divided by this is the mutation extent

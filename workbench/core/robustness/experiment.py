@@ -29,7 +29,8 @@ from workbench.core.robustness.reports import REPORT_SUBSET, robustness_report
 from workbench.core.robustness.retraining import CHECKPOINT_MODES, fine_tune
 from workbench.core.robustness.selection import resolve_budget, select
 from workbench.core.sampling import seeded_sample
-from workbench.core.sharding import ShardPlan, run_plan, sharding
+from workbench.core.shard_plan import ShardPlan
+from workbench.core.sharding import run_plan, sharding
 
 DEFAULT_STRATEGIES = ("be-st", "km-st", "deepgini", "random")
 

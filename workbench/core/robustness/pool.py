@@ -17,9 +17,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.robustness.attacks import ATTACKS, attack_batch, attack_split, check_eps
+from workbench.core.robustness.attacks import (
+    ATTACKS,
+    attack_batch,
+    attack_split,
+    check_eps,
+)
 from workbench.core.robustness.scores import UNCERTAINTY_SCORES, score_inputs
-from workbench.core.sharding import ShardPlan, planned_shards, run_plan, sharding, split_range
+from workbench.core.shard_plan import ShardPlan, split_range
+from workbench.core.sharding import planned_shards, run_plan, sharding
 
 #: Provenance keys the store adds (not how the pool was made), left out when a stored pool is read back.
 STORE_KEYS = ("kind", "role", "created", "versions")
