@@ -131,18 +131,21 @@ def main() -> int:
             try:
                 return original(self, ctx, plan)
             finally:
-                atom = BATCH if plan.units == "inputs" else 1  # a batch of inputs, or one seed
-                plans.append((plan.name, sum(spent), max(1, plan.total // atom)))
+                atom = BATCH if plan.units == "inputs" else 1  # a batch of inputs, a seed, a neuron
+                most = max(len(spent), plan.total // atom)
+                # the longest a shard can take: the longest measured, cut down to the smallest shard
+                plans.append((plan.name, sum(spent), most, max(spent) * len(spent) / most))
 
         LocalShards.run = timed_shards
         try:
             total, _ = timed(lambda: run(JobContext("cpu", distribution=Distribution(shards=SHARDS))))
         finally:
             LocalShards.run = original
-        work = sum(seconds for _, seconds, _ in plans)
+        work = sum(seconds for _, seconds, _, _ in plans)
         split_times[name] = (total - work, plans)
         print(f"{name} in shards here: {total:.1f} s; the shards' work "
-              + ", ".join(f"{plan} {seconds:.1f} s (at most {most} shards)" for plan, seconds, most in plans)
+              + ", ".join(f"{plan} {seconds:.1f} s (at most {most} shards, each ≥ {longest:.2f} s)"
+                          for plan, seconds, most, longest in plans)
               + f"; the driver's part {total - work:.1f} s")
     slowest = max(tig_reference.results, key=lambda r: r.generations)
     card = generator.card.latent_range
@@ -175,23 +178,23 @@ def main() -> int:
     one, two = rows[1], rows[2]
     print(f"\nspeed-up 1 → 2 workers: coverage ×{one['coverage'] / two['coverage']:.2f}, "
           f"search ×{one['search'] / two['search']:.2f} (2 cores: the driver shares them with the workers)")
-    # T(n) = the driver's part + each plan's work shared by the workers it can use + each task's scheduling
-    # + the shared objects sent once; a search cannot end before its slowest seed has searched alone.
+    # T(n) = the driver's part + per plan (its passes run one after another) its work shared by the workers
+    # it can use, but no less than its longest shard, + each task's scheduling + the objects sent once.
     task_s = one["task_ms"] / 1000
     for name in ("coverage", "search"):
         driver, plans = split_times[name]
+        if name == "search":  # a seed's search cannot be cut: the slowest seed alone bounds it
+            plans = [(plan, work, most, max(longest, slowest_s)) for plan, work, most, longest in plans]
         for n in (10, 100):
             estimate = driver + one["put_s"]
-            for _, work, most in plans:
+            for _, work, most, longest in plans:
                 shards = min(most, 4 * n)
-                estimate += work / min(n, shards) + shards * task_s / n
-            if name == "search":
-                estimate = max(estimate, driver + slowest_s)
+                estimate += max(work / min(n, shards), longest) + shards * task_s / n
             print(f"{name}: estimated with {n} workers {estimate:.1f} s "
-                  f"(×{(driver + sum(w for _, w, _ in plans)) / estimate:.1f} of the sharded job on one worker)")
-        limit = driver + (slowest_s if name == "search" else 0.0)
-        print(f"{name}: it stops scaling near {limit:.1f} s (" + ("the driver's part" if name == "coverage" else
-              "the slowest seed's search alone") + ")")
+                  f"(×{(driver + sum(p[1] for p in plans)) / estimate:.1f} of the sharded job on one worker)")
+        limit = driver + one["put_s"] + sum(longest for _, _, _, longest in plans)
+        print(f"{name}: it stops scaling near {limit:.1f} s: the driver's part and each pass's longest shard ("
+              + ", ".join(f"{plan} {longest:.2f} s" for plan, _, _, longest in plans) + ")")
 
     ray.shutdown()
     return 0
