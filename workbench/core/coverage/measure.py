@@ -26,16 +26,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from workbench.core.activations import NeuronDefinition, stream_activations
+from workbench.core.activations import NeuronDefinition
 from workbench.core.coverage import artifacts
 from workbench.core.coverage.idc import IDC
-from workbench.core.coverage.passes import (
-    capture_definitions,
-    fit_pass,
-    layer_feeds,
-    split_by_merging,
-    measure_pass,
-)
+from workbench.core.coverage.passes import feed_batches, fit_pass, measure_pass, split_by_merging
 from workbench.core.coverage.per_class import PerClass
 from workbench.core.coverage.protocol import CoverageValue, Criterion
 from workbench.core.coverage.registry import create_criterion, criterion_factories
@@ -488,15 +482,11 @@ def input_profiles(ctx: JobContext, model, dataset, test: Split, results: dict[s
     criteria's covered items are left as they were."""
     catalogue = layer_catalogue(model.module, dataset.image_shape)
     entries = [(key, r.criterion, r.provenance.get("activation_point", "post")) for key, r in results.items()]
-    defs = capture_definitions(entries, catalogue)
     parts: dict[str, list] = {key: [] for key, _, _ in entries}
     total = len(test)
     ctx.progress(0, total, "coverage profiles")
-    for start, acts, predictions in stream_activations(ctx.quiet(), model.module, test, list(defs.values()),
-                                                       dataset.image_shape, batch_size):
-        ctx.check()
-        labels = np.asarray(test.labels[start:start + len(predictions)], dtype=np.int64)
-        feeds = layer_feeds(entries, defs, catalogue, acts)
+    for start, feeds, labels, predictions in feed_batches(ctx, model.module, test, None, catalogue, entries,
+                                                          batch_size, dataset.image_shape):
         for key, criterion, _ in entries:
             parts[key].append(criterion.profile(feeds[key], labels, predictions))
         ctx.progress(start + len(predictions), total, "coverage profiles")

@@ -85,26 +85,33 @@ def fit_pass(ctx, module, train: Split, catalogue, entries, batch_size, input_sh
     ctx.progress(len(entries), len(entries), "coverage: fitted")
 
 
+def feed_batches(ctx, module, split: Split, indices, catalogue, entries, batch_size, input_shape):
+    """Yield (start, {key: the criterion's layers}, labels, predictions) per batch of the inputs `indices` of
+    `split` (all when None), stopping at a cancel."""
+    defs = capture_definitions(entries, catalogue)
+    for start, acts, predictions in stream_activations(ctx.quiet(), module, split, list(defs.values()),
+                                                       input_shape, batch_size, indices):
+        ctx.check()
+        rows = np.arange(start, start + len(predictions))
+        labels = np.asarray(split.labels[rows if indices is None else indices[rows]], dtype=np.int64)
+        yield start, layer_feeds(entries, defs, catalogue, acts), labels, predictions
+
+
 def gather(ctx, module, train: Split, indices, catalogue, entries, batch_size, input_shape) -> None:
     """`start_fit`, then `partial_fit` on the training inputs `indices` (all when None), in order."""
-    defs = capture_definitions(entries, catalogue)
     for _, criterion, _ in entries:
         criterion.start_fit()
     total = len(train) if indices is None else len(indices)
     ctx.progress(0, total, "coverage: training activations")
-    for start, acts, predictions in stream_activations(ctx.quiet(), module, train, list(defs.values()),
-                                                       input_shape, batch_size, indices):
-        ctx.check()
-        rows = np.arange(start, start + len(predictions))
-        labels = np.asarray(train.labels[rows if indices is None else indices[rows]], dtype=np.int64)
-        feeds = layer_feeds(entries, defs, catalogue, acts)
+    for start, feeds, labels, predictions in feed_batches(ctx, module, train, indices, catalogue, entries,
+                                                          batch_size, input_shape):
         for key, criterion, _ in entries:
             criterion.partial_fit(feeds[key], labels, predictions)
         ctx.progress(start + len(predictions), total, "coverage: training activations")
 
 
 def measure_pass(ctx, module, test: Split, indices, catalogue, entries, batch_size, curve_every,
-              input_shape) -> dict[str, np.ndarray]:
+                 input_shape) -> dict[str, np.ndarray]:
     """Measure the test inputs `indices` of `test` (all when None) with the fitted `entries`, from empty;
     returns each criterion's growth curve ((points, 3): inputs, covered, fraction), a point every
     `curve_every` inputs within each batch. As shards when the job's context asks (`sharded_measure_pass`)."""
@@ -115,9 +122,8 @@ def measure_pass(ctx, module, test: Split, indices, catalogue, entries, batch_si
 
 
 def measure_in_one_pass(ctx, module, test: Split, indices, catalogue, entries, batch_size, curve_every,
-                   input_shape) -> dict[str, np.ndarray]:
+                        input_shape) -> dict[str, np.ndarray]:
     """`measure_pass` here, in one pass."""
-    defs = capture_definitions(entries, catalogue)
     for _, criterion, _ in entries:
         criterion.reset()
     curves: dict[str, list] = {key: [] for key, _, _ in entries}
@@ -125,12 +131,8 @@ def measure_in_one_pass(ctx, module, test: Split, indices, catalogue, entries, b
     step = max(1, int(curve_every))
     done = 0
     ctx.progress(0, total, "coverage: test inputs")
-    for start, acts, predictions in stream_activations(ctx.quiet(), module, test, list(defs.values()),
-                                                       input_shape, batch_size, indices):
-        ctx.check()
-        rows = np.arange(start, start + len(predictions))
-        labels = np.asarray(test.labels[rows if indices is None else indices[rows]], dtype=np.int64)
-        feeds = layer_feeds(entries, defs, catalogue, acts)
+    for _, feeds, labels, predictions in feed_batches(ctx, module, test, indices, catalogue, entries, batch_size,
+                                                      input_shape):
         for lo in range(0, len(predictions), step):  # chunks give the growth curve its resolution
             part = slice(lo, lo + step)
             for key, criterion, _ in entries:
