@@ -93,8 +93,10 @@ class StallSampler:
         import collections
         import threading
 
+        self.collections = collections
         self.probe, self.late_ms = probe, late_ms
         self.samples: collections.Counter = collections.Counter()
+        self.episodes: dict[float, collections.Counter] = {}  # each stall (by the tick it followed): its samples
         self._ui = threading.get_ident()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -112,6 +114,7 @@ class StallSampler:
                 others = [self._chain(f, 2) for ident, f in frames.items() if ident != self._thread.ident]
                 chain = "(Qt, outside Python) while: " + " | ".join(c for c in others if c)
             self.samples[chain] += 1
+            self.episodes.setdefault(last, self.collections.Counter())[chain] += 1
 
     @staticmethod
     def _chain(frame, depth: int = 6) -> str:
@@ -129,6 +132,11 @@ class StallSampler:
         print(f"UI thread in stalls over {self.late_ms:.0f} ms: {total} samples of 2 ms, by innermost frames")
         for chain, count in self.samples.most_common(top):
             print(f"  {count * 2:>6} ms  {chain}")
+        longest = sorted(self.episodes.values(), key=lambda c: -sum(c.values()))[:5]
+        print("The longest stalls, each by its three commonest frames:")
+        for episode in longest:
+            print(f"  {self.late_ms + 2 * sum(episode.values()):>6.0f} ms: "
+                  + "; ".join(f"{2 * n} ms {chain[:160]}" for chain, n in episode.most_common(3)))
 
 
 def pump_until(app, done, seconds: float) -> bool:
@@ -149,8 +157,9 @@ def main() -> int:
                         help="where long jobs run (default: a worker process, as in the application)")
     parser.add_argument("--profile", action="store_true",
                         help="profile the UI thread while the views compute and print where its time went")
-    parser.add_argument("--stalls", action="store_true",
-                        help="sample the UI thread's stack during stalls over 30 ms and print what they were made of")
+    parser.add_argument("--stalls", type=float, nargs="?", const=30.0, metavar="MS",
+                        help="sample the UI thread's stack while a tick is late by more than MS (default 30) and "
+                             "print what those stalls were made of")
     args = parser.parse_args()
 
     from PySide6.QtWidgets import QApplication
@@ -174,7 +183,7 @@ def main() -> int:
     shown_s = time.perf_counter() - launched
     probe = LatenessProbe()
     collector = CollectorPauses()
-    sampler = StallSampler(probe) if args.stalls else None
+    sampler = StallSampler(probe, args.stalls) if args.stalls else None
     idle = lambda: window.session.is_ready and window.runner.is_idle()  # noqa: E731
 
     profiler = None
