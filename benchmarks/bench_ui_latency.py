@@ -168,7 +168,7 @@ def main() -> int:
     folder = Path(tempfile.mkdtemp(prefix="ui-latency-"))
     os.environ["WORKBENCH_DEMO_DIR"] = str(folder / "demo")
     os.environ["WORKBENCH_SETTINGS_DIR"] = str(folder)  # the temporary demo stays out of the user's recent projects
-    from workbench.gui.app import load_before_showing
+    from workbench.gui.app import draw_before_showing, load_before_showing
     from workbench.gui.demo import open_demo_project
     from workbench.gui.main_window import MainWindow
 
@@ -179,6 +179,7 @@ def main() -> int:
     project, notices = open_demo_project()
     window = MainWindow(project, list(notices), long_jobs=args.long_jobs)
     window.resize(1400, 900)
+    draw_before_showing(window)  # as `workbench gui` does
     window.show()
     shown_s = time.perf_counter() - launched
     probe = LatenessProbe()

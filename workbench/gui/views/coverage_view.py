@@ -505,8 +505,8 @@ class CoverageView(AnalysisView):
                       other.criterion.inputs_seen) if other is not None else None
         panel.show_sets(a, b, self.log_scale.isChecked(), self.runs.current.layer)
         self._show_neuron()
-        if which == "idc" and self.cell is None:
-            self._choose_busiest_cell()
+        if which == "idc" and self.cell is None:  # its inputs on the next turn: not drawn with the matrix at once
+            QTimer.singleShot(0, self, lambda: self.cell is None and self._choose_busiest_cell())
         if self.cell is not None and self.cell[0] == which:
             panel.matrix.select_cell(self.cell[1], self.cell[2])
 
