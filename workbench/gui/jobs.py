@@ -76,7 +76,7 @@ class JobRecord:
     view: str = ""  # the view that shows the result (double-clicking the job opens it)
     where: str = ""  # where a long job runs: the worker process, or this one (and why)
     shards: str = ""  # where a long job that can shard runs its shards (a Ray cluster), when not in one pass
-    shards_short: str = ""
+    shards_short: str = ""  # the same in a word or two, for the device column ("Ray")
     saved: list[str] = field(default_factory=list)  # artifacts the job committed to the project
     notices: list[str] = field(default_factory=list)  # what the job decided for the user (JobContext.notice)
     unsaved: list[str] = field(default_factory=list)  # results it could not store (read-only project)
