@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from cli_helpers import assert_clean_failure, run_cli, run_json
 
-from workbench.core.generation.generated import CSV_COLUMNS, text_column
+from workbench.core.generation.generated import CSV_COLUMNS
+from workbench.core.store import text_column
 
 GENERATORS = "vae-fashion-mnist,gan-fashion-mnist"
 NAME = "gen-set"

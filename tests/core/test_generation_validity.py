@@ -27,7 +27,6 @@ from workbench.core.generation.generated import (
     export_generated,
     run_generation,
     summary_rows,
-    text_column,
 )
 from workbench.core.generation.objectives import margins
 from workbench.core.generation.registry import create_generator
@@ -52,6 +51,7 @@ from workbench.core.generation.validity import (
     reconstruction_probability,
 )
 from workbench.core.jobs import JobContext
+from workbench.core.store import text_column
 
 PROXY_COLUMNS = {"proxy_selforacle_loss", "proxy_selforacle_invalid", "proxy_daiv_probability", "proxy_daiv_invalid",
                  "proxy_oracle_label", "proxy_oracle_confidence", "proxy_oracle_verdict"}

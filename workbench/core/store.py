@@ -434,3 +434,8 @@ def read_artifact(path: str | os.PathLike) -> Artifact:
     except Exception as exc:
         raise WorkbenchError(f"Artifact {path.name} is damaged and cannot be read ({exc}).",
                              "Delete it and compute it again; other results are unaffected.") from exc
+
+
+def text_column(column) -> np.ndarray:
+    """A stored text column as str (HDF5 gives bytes back)."""
+    return np.array([v.decode() if isinstance(v, bytes) else str(v) for v in np.asarray(column)])

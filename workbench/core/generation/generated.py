@@ -32,6 +32,7 @@ from workbench.core.generation.protocol import TOOLS
 from workbench.core.generation.tig import BUDGET, GenerationRun, generate
 from workbench.core.generation.training import dataset_spec
 from workbench.core.jobs import JobContext
+from workbench.core.store import text_column
 
 ROLE = "generated"
 #: The benchmark's per-seed CSV columns, then the workbench's own.
@@ -106,11 +107,6 @@ def generated_arrays(runs: list[GenerationRun]) -> dict[str, np.ndarray]:
         "genome_length": np.array([len(r.best_genome) for _, r in rows], dtype=np.int64),
         "fitness": _padded([r.fitness for _, r in rows], max(len(r.fitness) for _, r in rows)),
     }
-
-
-def text_column(column) -> np.ndarray:
-    """A stored text column as str (HDF5 gives bytes back)."""
-    return np.array([v.decode() if isinstance(v, bytes) else str(v) for v in np.asarray(column)])
 
 
 def summary_rows(columns: dict, runs: list[GenerationRun] | None = None) -> list[dict]:

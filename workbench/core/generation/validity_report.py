@@ -45,7 +45,7 @@ def proxy_groups(columns: dict, verdicts: dict, thresholds: dict) -> list[dict]:
     """Per generator and extent (when the set has those columns): inputs, how many each proxy accepts,
     the oracle's verdicts on the inputs both validity proxies accept, and SelfOracle's acceptance at
     every fitted quantile."""
-    from workbench.core.generation.generated import text_column
+    from workbench.core.store import text_column
     from workbench.core.generation.validity import invalid_by_loss
 
     n = len(verdicts["proxy_selforacle_loss"])

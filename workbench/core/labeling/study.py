@@ -27,6 +27,7 @@ from workbench.core.generation.protocol import TOOLS
 from workbench.core.labeling.agreement import Agreement, agreement, cohen_kappa
 from workbench.core.labeling.answers import is_valid, keeps_label
 from workbench.core.labeling.consensus import NO, YES, Consensus, consensus
+from workbench.core.store import text_column
 
 ALL = ("all", "")  # the key of the whole study among the groups
 #: the proxies, each as (name, column, what it judges)
@@ -58,16 +59,12 @@ class StudyItem:
         return self.predicted is not None and self.predicted != self.expected
 
 
-def _text(column) -> np.ndarray:
-    return np.array([v.decode() if isinstance(v, bytes) else str(v) for v in np.asarray(column)])
-
-
 def items_from_testset(testset, only_misbehaviours: bool | None = None) -> list[StudyItem]:
     """The items of a test set: a generated set's misbehaviour-inducing inputs (all its inputs with
     `only_misbehaviours=False`), every input of any other set."""
     columns, n = testset.columns, len(testset)
     generated = "generator" in columns
-    text = {k: _text(columns[k]) for k in ("generator", "kind", "extent", "proxy_oracle_verdict") if k in columns}
+    text = {k: text_column(columns[k]) for k in ("generator", "kind", "extent", "proxy_oracle_verdict") if k in columns}
     predicted = np.asarray(columns["predicted"]) if "predicted" in columns else None
     generations = np.asarray(columns["generations"]) if "generations" in columns else None
     if only_misbehaviours is None:

@@ -21,9 +21,9 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, Q
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.generation import storage
-from workbench.core.generation.generated import (default_name, generate_from_folders, latest_generated,
-                                                 load_generated, text_column)
+from workbench.core.generation.generated import default_name, generate_from_folders, latest_generated, load_generated
 from workbench.core.generation.tig import BUDGET
+from workbench.core.store import text_column
 from workbench.gui.errors import report_error
 from workbench.gui.jobs import IO, LONG
 from workbench.gui.keyed_jobs import KeyedJobs
