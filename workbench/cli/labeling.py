@@ -101,10 +101,6 @@ def cmd_label_import(args) -> int:
     return 0
 
 
-def _percent(value) -> str:
-    return "—" if value is None else f"{100 * value:.1f} %"
-
-
 def _counts(counts: dict) -> str:
     order = ("yes", "no", "N/A", "pending")
     return " · ".join(f"{k} {counts[k]}" for k in (*order, *sorted(set(counts) - set(order))) if k in counts)
@@ -121,21 +117,23 @@ def _agreement_text(found: list[dict]) -> str:
 
 def summary_text(title: str, summary: dict) -> str:
     """The summary of `study_summary` as lines for the terminal."""
+    from workbench.core.labeling.exchange import percent_text
+
     lines = [f"{title}: {summary['raters']} raters, {summary['items']} items"]
     for key, group in summary["groups"].items():
         r = group["rates"]
         lines.append(f"{'All items' if key == 'all' else key}: {r['items']} items, {r['decided']} with a consensus")
         lines.append(f"  validity            {_counts(group['consensus']['validity'])}")
         lines.append(f"  label preservation  {_counts(group['consensus']['label preservation'])}")
-        lines.append(f"  valid {_percent(r['valid_rate'])} · valid and label-preserving "
-                     f"{_percent(r['preservation_rate'])} · valid misbehaviours {r['valid_misbehaviours']}")
+        lines.append(f"  valid {percent_text(r['valid_rate'])} · valid and label-preserving "
+                     f"{percent_text(r['preservation_rate'])} · valid misbehaviours {r['valid_misbehaviours']}")
         for question, found in group["agreement"].items():
             lines.append(f"  agreement on {question}: {_agreement_text(found)}")
         for p in group["proxies"]:
             c = p["confusion"]
             kappa = p["kappa"]["value"]
             lines.append(f"  proxy {p['proxy']} against the human {p['judges']} consensus: accuracy "
-                         f"{_percent(p['accuracy'])}, κ {'n/a' if kappa is None else f'{kappa:.2f}'} on {p['items']} "
+                         f"{percent_text(p['accuracy'])}, κ {'n/a' if kappa is None else f'{kappa:.2f}'} on {p['items']} "
                          f"items (proxy/human yes/yes {c['yes/yes']}, yes/no {c['yes/no']}, no/yes {c['no/yes']}, "
                          f"no/no {c['no/no']}" + (f"; {p['uncertain']} uncertain" if p["uncertain"] else "") + ")")
     for check in summary.get("checks", []):

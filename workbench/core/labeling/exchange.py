@@ -89,6 +89,11 @@ def _write(path: Path, fill) -> Path:
     return path
 
 
+def percent_text(fraction) -> str:
+    """A summary's rate as text: "81.2 %", or "—" where nothing was decided."""
+    return "—" if fraction is None else f"{100 * fraction:.1f} %"
+
+
 def study_summary(study: Study) -> dict:
     """Consensus counts, rates and agreement, overall and per generator and extent; proxies against
     humans; the raters' attention checks."""

@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.labeling.answers import DIFFERENT, INVALID
-from workbench.core.labeling.exchange import export_csv, export_json, import_csv, study_summary
+from workbench.core.labeling.exchange import export_csv, export_json, import_csv, percent_text, study_summary
 from workbench.core.labeling.keymap import checked_keymap, key_actions, normalise_key, parse_keymap
 from workbench.core.labeling.label_store import LabelStore, store_path
 from workbench.core.labeling.project_studies import check_images, current_study, prepare_study, start_session
@@ -55,10 +55,6 @@ RATES_COLUMNS = ("Generator", "Extent", "Items", "Decided", "Valid", "Valid + la
                  "κ label")
 PROXY_COLUMNS = ("Proxy", "Against", "Generator", "Extent", "Items", "Accuracy", "κ", "yes/yes", "yes/no", "no/yes",
                  "no/no")
-
-
-def _percent(value) -> str:
-    return "—" if value is None else f"{100 * value:.1f} %"
 
 
 def _kappa(found) -> str:
@@ -100,13 +96,13 @@ def summary_tables(summary: dict) -> tuple[list[list], list[list]]:
     for group in summary["groups"].values():
         r = group["rates"]
         generator, extent = group["generator"] or "all", group["extent"]
-        rates.append([generator, extent, r["items"], r["decided"], f"{r['valid']} ({_percent(r['valid_rate'])})",
-                      f"{r['valid_preserving']} ({_percent(r['preservation_rate'])})", r["valid_misbehaviours"],
+        rates.append([generator, extent, r["items"], r["decided"], f"{r['valid']} ({percent_text(r['valid_rate'])})",
+                      f"{r['valid_preserving']} ({percent_text(r['preservation_rate'])})", r["valid_misbehaviours"],
                       _kappa(group["agreement"]["validity"]), _kappa(group["agreement"]["label match"])])
         for p in group["proxies"]:
             c = p["confusion"]
             kappa = p["kappa"]["value"]
-            proxies.append([p["proxy"], p["judges"], generator, extent, p["items"], _percent(p["accuracy"]),
+            proxies.append([p["proxy"], p["judges"], generator, extent, p["items"], percent_text(p["accuracy"]),
                             "n/a" if kappa is None else f"{kappa:.2f}", c["yes/yes"], c["yes/no"], c["no/yes"],
                             c["no/no"]])
     return rates, proxies
