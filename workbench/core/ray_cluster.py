@@ -38,6 +38,7 @@ CONNECT_TIMEOUT_S = 3.0
 POLL_S = 0.2  # how often the job looks at finished shards, progress and its cancel flag
 REPORT_S = 0.25  # how often a task reports its progress to the board
 TASK_RETRIES = 1  # a shard whose worker died runs once more
+KEPT = "What the finished shards found was shown as it came, and is kept with this error."
 
 
 def import_ray():
@@ -209,13 +210,12 @@ class RayShards:
             if isinstance(cause, WorkbenchError):
                 raise ShardFailed(f"{cause.message} ({name})", cause.hint, dict(parts)) from exc
             raise ShardFailed(f"The {name} of {plan.name!r} failed on the cluster: {str(cause or exc)[:300]}",
-                              "The parts finished are kept; see the error above.", dict(parts)) from exc
+                              f"{KEPT} See the error above.", dict(parts)) from exc
         except ray.exceptions.RayError as exc:  # the worker died (killed, out of memory) on both tries
             raise ShardFailed(f"The {name} of {plan.name!r} failed twice: the worker running it stopped "
                               f"({type(exc).__name__}).",
-                              f"{len(parts)} of {len(plan.pieces)} shards had finished and are kept. The worker may "
-                              "have run out of memory: try more shards (--shards) or fewer inputs.", dict(parts)) \
-                from exc
+                              f"{len(parts)} of {len(plan.pieces)} shards had finished. {KEPT} The worker may have "
+                              "run out of memory: try more shards (--shards) or fewer inputs.", dict(parts)) from exc
 
 
 class _Board:
