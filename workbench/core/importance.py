@@ -28,8 +28,8 @@ from workbench.core.data import step_batch
 from workbench.core.errors import WorkbenchError
 from workbench.core.jobs import JobContext
 from workbench.core.sampling import seeded_sample
-from workbench.core.shard_plan import ShardPlan, split_range
-from workbench.core.sharding import planned_shards, run_plan, sharding
+from workbench.core.shard_plan import range_plan
+from workbench.core.sharding import input_ranges, run_plan, sharding
 from workbench.core.store import reading
 
 ARTIFACT_KIND = "importance"
@@ -311,16 +311,14 @@ def _sharded_sums(ctx: JobContext, inputs: RelevanceInputs, total: int) -> Relev
     """`relevance_sums` over every input as shards (`core.sharding`), added up: within float rounding of one
     pass, since the sums are added in another order."""
     step = step_batch(inputs.batch_size, LRP_PASSES)
-    ranges = split_range(total, planned_shards(ctx, total, smallest=step), step)
+    ranges = input_ranges(ctx, total, step)
 
     def partial(parts: dict) -> list[ImportanceProgress]:
         sums = functools.reduce(operator.add, parts.values())
         return [ImportanceProgress(sum(ranges[i][1] - ranges[i][0] for i in parts), total, sums.totals, sums.counts)]
 
-    return run_plan(ctx, ShardPlan("importance", inputs, ranges, relevance_shard,
-                                   lambda parts: functools.reduce(operator.add, parts),
-                                   [b - a for a, b in ranges], partial=partial,
-                                   describe=lambda piece: f"inputs {piece[0]:,}–{piece[1] - 1:,}"))
+    return run_plan(ctx, range_plan("importance", inputs, ranges, relevance_shard,
+                                    lambda parts: functools.reduce(operator.add, parts), partial=partial))
 
 
 def _class_rankings(per_class: np.ndarray, counts: np.ndarray) -> np.ndarray:

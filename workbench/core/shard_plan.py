@@ -41,6 +41,12 @@ class ShardPlan:
         return int(sum(self.sizes))
 
 
+def range_plan(name: str, shared, ranges: list[tuple[int, int]], run, merge, **options) -> ShardPlan:
+    """A plan over contiguous (start, stop) ranges of inputs: each sized by its length, named by its bounds."""
+    return ShardPlan(name, shared, list(ranges), run, merge, [b - a for a, b in ranges],
+                     describe=lambda piece: f"inputs {piece[0]:,}–{piece[1] - 1:,}", **options)
+
+
 class ShardFailed(WorkbenchError):
     """A shard failed for good; `parts` holds the parts of the shards that finished ({index: part}), so the
     work done is not lost with the job."""

@@ -25,7 +25,7 @@ from typing import Any
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.jobs import JobContext
-from workbench.core.shard_plan import ShardPlan, ShardProgress, stopped
+from workbench.core.shard_plan import ShardPlan, ShardProgress, split_range, stopped
 
 EXECUTORS = ("local", "ray")
 SHARDS_PER_WORKER = 4  # more shards than workers: an idle worker takes the next, and progress is finer
@@ -133,6 +133,11 @@ def running_here(ctx: JobContext) -> JobContext:
 def run_plan(ctx: JobContext, plan: ShardPlan):
     """Run `plan` where the job's context says (`ctx.distribution`), and return its merged result."""
     return executor_for(distribution_of(ctx)).run(ctx, plan)
+
+
+def input_ranges(ctx: JobContext, total: int, batch: int) -> list[tuple[int, int]]:
+    """`total` inputs cut for the context's distribution into ranges that start at multiples of `batch`."""
+    return split_range(total, planned_shards(ctx, total, smallest=batch), batch)
 
 
 def planned_shards(ctx: JobContext, work: int, smallest: int = 1) -> int:

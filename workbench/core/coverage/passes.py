@@ -32,8 +32,8 @@ from workbench.core.coverage.per_class import PerClass
 from workbench.core.coverage.protocol import CoverageValue, Criterion
 from workbench.core.data import Split
 from workbench.core.errors import WorkbenchError
-from workbench.core.shard_plan import ShardPlan, split_range
-from workbench.core.sharding import planned_shards, run_plan, running_here, sharding
+from workbench.core.shard_plan import ShardPlan, range_plan
+from workbench.core.sharding import input_ranges, run_plan, running_here, sharding
 
 
 @dataclass
@@ -170,17 +170,9 @@ class MeasuredShard:
     curves: dict[str, np.ndarray]
 
 
-def _ranges(ctx, total: int, batch_size: int) -> list[tuple[int, int]]:
-    return split_range(total, planned_shards(ctx, total, smallest=batch_size), batch_size)
-
-
 def _positions(shared: PassInputs, piece: tuple[int, int]) -> np.ndarray:
     positions = np.arange(piece[0], piece[1], dtype=np.int64)
     return positions if shared.indices is None else shared.indices[positions]
-
-
-def _range_text(piece: tuple[int, int]) -> str:
-    return f"inputs {piece[0]:,}–{piece[1] - 1:,}"
 
 
 def gather_shard(ctx, shared: PassInputs, piece: tuple[int, int]) -> dict[str, Criterion]:
@@ -201,11 +193,9 @@ def measure_shard(ctx, shared: PassInputs, piece: tuple[int, int]) -> MeasuredSh
 
 def sharded_gather(ctx, module, train: Split, catalogue, entries, batch_size, input_shape) -> None:
     """`gather` over every training input as shards, merged into `entries` in order."""
-    ranges = _ranges(ctx, len(train), batch_size)
-    shared = PassInputs(module, train, None, catalogue, [(k, c, p) for k, c, p in entries], batch_size, 1,
-                        input_shape)
-    parts = run_plan(ctx, ShardPlan("coverage: training activations", shared, ranges, gather_shard, list,
-                                    [b - a for a, b in ranges], describe=_range_text))
+    ranges = input_ranges(ctx, len(train), batch_size)
+    shared = PassInputs(module, train, None, catalogue, list(entries), batch_size, 1, input_shape)
+    parts = run_plan(ctx, range_plan("coverage: training activations", shared, ranges, gather_shard, list))
     for key, criterion, _ in entries:
         criterion.start_fit()
         for part in parts:
@@ -244,14 +234,14 @@ def sharded_clustering(ctx, entries) -> None:
 
 
 def sharded_measure_pass(ctx, module, test: Split, indices, catalogue, entries, batch_size, curve_every,
-                      input_shape) -> dict[str, np.ndarray]:
+                         input_shape) -> dict[str, np.ndarray]:
     """`measure_pass` as shards (the module docstring): the criteria in `entries` end holding the merged state."""
     total = len(test) if indices is None else len(indices)
-    ranges = _ranges(ctx, total, batch_size)
+    ranges = input_ranges(ctx, total, batch_size)
     for _, criterion, _ in entries:
         criterion.reset()
     shared = PassInputs(module, test, None if indices is None else np.asarray(indices, np.int64), catalogue,
-                        [(k, c, p) for k, c, p in entries], batch_size, int(curve_every), input_shape)
+                        list(entries), batch_size, int(curve_every), input_shape)
     running = copy.deepcopy(entries)  # merged as shards finish, in any order: the values views show meanwhile
     merged_already: set[int] = set()
 
@@ -263,8 +253,7 @@ def sharded_measure_pass(ctx, module, test: Split, indices, catalogue, entries, 
         done = sum(ranges[i][1] - ranges[i][0] for i in merged_already)
         return [CoverageProgress(done, total, {key: c.coverage() for key, c, _ in running})]
 
-    parts = run_plan(ctx, ShardPlan("coverage: test inputs", shared, ranges, measure_shard, list,
-                                    [b - a for a, b in ranges], partial=partial, describe=_range_text))
+    parts = run_plan(ctx, range_plan("coverage: test inputs", shared, ranges, measure_shard, list, partial=partial))
     curves: dict[str, list] = {key: [] for key, _, _ in entries}
     for (start, stop), part in zip(ranges, parts):
         for key, criterion, _ in entries:
@@ -275,7 +264,6 @@ def sharded_measure_pass(ctx, module, test: Split, indices, catalogue, entries, 
                 value = criterion.coverage()
                 curves[key].append((stop, value.covered, np.nan if value.fraction is None else value.fraction))
     return {key: np.asarray(points, dtype=np.float64).reshape(-1, 3) for key, points in curves.items()}
-
 
 
 def split_by_merging(ctx, entries, run):

@@ -24,8 +24,8 @@ from workbench.core.robustness.attacks import (
     check_eps,
 )
 from workbench.core.robustness.scores import UNCERTAINTY_SCORES, score_inputs
-from workbench.core.shard_plan import ShardPlan, split_range
-from workbench.core.sharding import planned_shards, run_plan, sharding
+from workbench.core.shard_plan import range_plan
+from workbench.core.sharding import input_ranges, run_plan, sharding
 
 #: Provenance keys the store adds (not how the pool was made), left out when a stored pool is read back.
 STORE_KEYS = ("kind", "role", "created", "versions")
@@ -180,9 +180,7 @@ def _sharded_pool(ctx, inputs: PoolInputs, n: int) -> CandidatePool:
     """`attack_and_score` over all the inputs as shards aligned to the attack batch: each input gets the same
     random start as in one pass, so the candidates are the same, and their scores too within float rounding."""
     step = attack_batch(inputs.batch_size)
-    ranges = split_range(n, planned_shards(ctx, n, smallest=step), step)
-    return run_plan(ctx, ShardPlan("attacks", inputs, ranges, pool_shard, joined_pools, [b - a for a, b in ranges],
-                                   describe=lambda piece: f"inputs {piece[0]:,}–{piece[1] - 1:,}"))
+    return run_plan(ctx, range_plan("attacks", inputs, input_ranges(ctx, n, step), pool_shard, joined_pools))
 
 
 def fuzzer_candidates(ctx, model, tests, x0, eps: float, loss_mode: str = "logits", batch_size: int = 256,

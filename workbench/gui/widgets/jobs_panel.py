@@ -59,7 +59,7 @@ class JobsPanel(QWidget):
         header.setStretchLastSection(False)
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
         header.setSectionResizeMode(4, QHeaderView.ResizeMode.Stretch)
-        for col, width in ((0, 300), (1, 160), (2, 130), (3, 70), (5, 80)):
+        for col, width in ((0, 300), (1, 160), (2, 130), (3, 120), (5, 80)):  # device: "CPU · 3 shards"
             self.tree.setColumnWidth(col, width)
         self.tree.itemDoubleClicked.connect(lambda item, _: self.open_requested.emit(item.job))
 
