@@ -53,12 +53,10 @@ def created_at(how: dict) -> datetime | None:
     text = how.get("created")
     if not isinstance(text, str):
         return None
-    for pattern in ("%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%dT%H:%M:%S"):
-        try:
-            return datetime.strptime(text, pattern).astimezone()
-        except ValueError:
-            continue
-    return None
+    try:  # not strptime: its first call builds locale tables, 18 ms on the window's thread
+        return datetime.fromisoformat(text).astimezone()
+    except ValueError:
+        return None
 
 
 def short_time(when: datetime | None, now: datetime | None = None) -> str:

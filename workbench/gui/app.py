@@ -10,6 +10,7 @@ and returns 0.
 
 from __future__ import annotations
 
+import importlib
 import signal
 import sys
 from pathlib import Path
@@ -43,6 +44,14 @@ def application() -> QApplication:
 
 
 
+# What jobs would import on their lane threads, behind the splash instead. An import on a lane thread
+# holds the interpreter lock from the window for most of its time (h5py's 30-odd extension modules:
+# 30–90 ms; SymPy, which `torch.autograd.grad` imports on its first call, in a gallery's or an
+# explanation's job: 0.35 s), and what it leaves behind stays in every later full collection's scan.
+START_UP_IMPORTS = ("h5py", "platformdirs", "torch.utils.serialization", "torch.fx.experimental.symbolic_shapes",
+                    "workbench.core.plugins")
+
+
 def load_before_showing(app: QApplication) -> None:
     """Import PyTorch and set the start-up objects aside from the collector while a splash screen says
     so: both hold the interpreter lock (the import for half a second and more, the first full
@@ -60,6 +69,9 @@ def load_before_showing(app: QApplication) -> None:
     splash.show()
     app.processEvents()
     import torch  # noqa: F401  (imported for its side effect: loaded before the window shows)
+
+    for name in START_UP_IMPORTS:
+        importlib.import_module(name)
 
     gc.collect()
     gc.freeze()  # what PyTorch made stays out of every later collection's scan

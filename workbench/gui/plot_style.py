@@ -24,6 +24,17 @@ def cache_axes(plot: pg.PlotItem) -> pg.PlotItem:
     return plot
 
 
+def show_grid(plot: pg.PlotItem, x: bool = False, y: bool = False, alpha: float = 0.2) -> pg.PlotItem:
+    """Grid lines, and ticks, at the major tick values only. pyqtgraph draws a line across the whole plot
+    for every tick of each of its three levels, and replaying those lines was half the painting of a
+    plot redrawn as results arrive (the relevance bars: 4–5 ms of each repaint's 9)."""
+    plot.showGrid(x=x, y=y, alpha=alpha)
+    for side, on in (("bottom", x), ("left", y)):
+        if on:
+            plot.getAxis(side).setStyle(maxTickLevel=0)
+    return plot
+
+
 TITLE_LINES = 2  # a wrapped axis title takes at most this many lines; past them it is shortened
 
 

@@ -30,6 +30,7 @@ from workbench.core.comparison.report import COLOURS, difference_rows, table_row
 from workbench.core.comparison.report import verdict as verdict_text
 from workbench.gui.jobs import IO, LONG
 from workbench.gui.keyed_jobs import KeyedJobs
+from workbench.gui.plot_style import show_grid
 from workbench.gui.selection import Selection
 from workbench.gui.session import Session
 from workbench.gui.views.view_inputs import error_text
@@ -49,7 +50,7 @@ def _plot(title: str, left: str, bottom: str, legend: bool = True) -> pg.PlotWid
     item.setTitle(title, size="9pt")
     item.setLabel("left", left)
     item.setLabel("bottom", bottom)
-    item.showGrid(y=True, alpha=0.2)
+    show_grid(item, y=True)
     if legend:
         item.addLegend(offset=(-5, 5), labelTextSize="8pt")
     return widget

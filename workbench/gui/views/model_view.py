@@ -151,6 +151,10 @@ class ModelView(QWidget):
     def key(self):
         return self.selection.model, self.selection.dataset, self.selection.split
 
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        self.refresh()
+
     def refresh(self) -> None:
         name = self.selection.model
         if name is None:
@@ -268,7 +272,9 @@ class ModelView(QWidget):
         self.bars.setVisible(True)
         self.bars_note.setVisible(False)
         self.bars_title.setText(f"Per-class accuracy on {data.name} {split}")
-        if self.result is not result:
+        # The matrix and bars are drawn when the view shows (a hidden confusion matrix redrawn when a
+        # result came cost the window 40 ms).
+        if self.result is not result and self.isVisible():
             self.result = result
             self.heatmap.set_matrix(confusion, names, names)
             self.bars.set_values(names, [result["per_class_accuracy"].get(c) for c in names])

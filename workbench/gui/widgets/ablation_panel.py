@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from workbench.core.ablation import CLEAR_DRAWS
 from workbench.gui.colors import MARKED, UNMARKED
-from workbench.gui.plot_style import cache_axes
+from workbench.gui.plot_style import cache_axes, show_grid
 from workbench.gui.widgets.empty_state import MessageOrContent
 
 
@@ -57,7 +57,7 @@ class AblationPanel(QWidget):
         plot.setMenuEnabled(False)
         plot.setMouseEnabled(False, False)
         plot.hideButtons()
-        plot.showGrid(x=True, y=False, alpha=0.25)
+        show_grid(plot, x=True, alpha=0.25)
         plot.invertY(True)
         plot.setLabel("bottom", "Test accuracy drop (percentage points)")
         plot.getAxis("left").setStyle(tickLength=0)

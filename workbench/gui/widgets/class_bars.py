@@ -6,7 +6,7 @@ import numpy as np
 import pyqtgraph as pg
 
 from workbench.gui.colors import class_color
-from workbench.gui.plot_style import cache_axes
+from workbench.gui.plot_style import cache_axes, show_grid
 
 
 class ClassBars(pg.PlotWidget):
@@ -20,7 +20,7 @@ class ClassBars(pg.PlotWidget):
         self.plot.hideButtons()
         self.plot.invertY(True)
         self.plot.setLabel("bottom", axis_title)
-        self.plot.showGrid(x=True, y=False, alpha=0.25)
+        show_grid(self.plot, x=True, alpha=0.25)
         self.plot.getAxis("left").setStyle(tickLength=0)
         self.values = np.zeros(0)
         self._items: list = []

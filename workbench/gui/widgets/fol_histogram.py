@@ -36,7 +36,7 @@ from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QWidget
 
 from workbench.core.robustness.scores import GRAD_L2_LABEL
 from workbench.gui.colors import CLASS_PALETTE
-from workbench.gui.plot_style import cache_axes
+from workbench.gui.plot_style import cache_axes, show_grid
 from workbench.gui.widgets.empty_state import fill, headed_stack
 from workbench.gui.widgets.export import ExportButton
 from workbench.gui.widgets.neuron_bars import ReadoutItem
@@ -182,7 +182,7 @@ class FolHistogram(QWidget):
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
         self.plot.setMouseEnabled(False, False)
-        self.plot.showGrid(x=True, y=True, alpha=0.2)
+        show_grid(self.plot, x=True, y=True)
         self.plot.getAxis("left").enableAutoSIPrefix(False)
         self.plot.getAxis("bottom").enableAutoSIPrefix(False)
         self.legend = top_legend(self.graphics.ci, row=0)

@@ -14,7 +14,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QColor
 
-from workbench.gui.plot_style import cache_axes
+from workbench.gui.plot_style import cache_axes, show_grid
 from workbench.gui.widgets.neuron_bars import ReadoutItem
 
 
@@ -42,7 +42,7 @@ class GrowthPlot(pg.GraphicsLayoutWidget):
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
         self.plot.setMouseEnabled(False, False)
-        self.plot.showGrid(x=True, y=True, alpha=0.2)
+        show_grid(self.plot, x=True, y=True)
         self.plot.setLogMode(x=True, y=False)
         self.plot.setLabel("bottom", "Inputs measured (log scale)")
         self.legend = self.plot.addLegend(offset=(-10, -10), labelTextSize="9pt")  # bottom right: curves rise

@@ -25,6 +25,12 @@ from workbench.gui.widgets.relevance_scale import RelevanceScale
 EXPLAIN_MODES = (("prediction", "prediction"), ("neuron", "selected neuron"))
 
 
+def restyle(widget, sheet: str) -> None:
+    """Set a style sheet only when it changes: each call re-polishes the widget, even with the same sheet."""
+    if widget.styleSheet() != sheet:
+        widget.setStyleSheet(sheet)
+
+
 class InputInspector(QWidget):
     """Controls emit `input_chosen(split, index)` and `mode_changed()`; bars emit `neuron_clicked(n)`."""
 
@@ -180,6 +186,11 @@ class InputInspector(QWidget):
     def show_explanation(self, explanation, pixels: np.ndarray, split: str, class_names: list[str],
                          marked=(), selected: int | None = None, what: str = "") -> None:
         """Show an `InputExplanation` of the image `pixels` (H×W×C uint8)."""
+        if explanation is self.explanation and split == self._shown_split:  # on screen already: only marks move
+            self.explained.setText(what)
+            self.set_marks(marked, selected)
+            self.stack.show_content()
+            return
         self.explanation, self.pixels, self._shown_split = explanation, pixels, split
         self.heatmap = np.asarray(explanation.heatmap, dtype=np.float32)
 
@@ -190,7 +201,7 @@ class InputInspector(QWidget):
         self.title.setText(f"{split.capitalize()} image #{explanation.index:,}")
         self.truth.setText(names(int(explanation.label)))
         self.prediction.setText(names(int(explanation.prediction)) + ("  (wrong)" if wrong else ""))
-        self.prediction.setStyleSheet(f"color: {MISMATCH.name()}; font-weight: bold" if wrong else "")
+        restyle(self.prediction, f"color: {MISMATCH.name()}; font-weight: bold" if wrong else "")
         self.explained.setText(what)
         self._draw_image()
         relevance = np.asarray(explanation.layer_relevance, dtype=np.float64)
@@ -200,8 +211,9 @@ class InputInspector(QWidget):
         self.stack.show_content()
 
     def set_opacity(self, opacity: float) -> None:
-        self.opacity = opacity
-        self._draw_image()
+        if opacity != self.opacity:
+            self.opacity = opacity
+            self._draw_image()
 
     def set_marks(self, marked, selected: int | None) -> None:
         if len(self.bars.plot.values):
@@ -218,4 +230,4 @@ class InputInspector(QWidget):
                                                             Qt.AspectRatioMode.KeepAspectRatio,
                                                             Qt.TransformationMode.FastTransformation)))
         wrong = self.explanation is not None and self.explanation.label != self.explanation.prediction
-        self.image.setStyleSheet(f"border: 3px solid {MISMATCH.name()}" if wrong else "")
+        restyle(self.image, f"border: 3px solid {MISMATCH.name()}" if wrong else "")

@@ -147,6 +147,10 @@ class JobsPanel(QWidget):
         r = job.record
         item.shown_state, item.shown_done = r.state, r.done
         bar: QProgressBar = self.tree.itemWidget(item, 1)
+        # A progress bar repaints at once when its value changes, and that repaint draws every widget of
+        # the window waiting to be redrawn, there and then. With its updates off while it changes, the
+        # bar is drawn with the rest of the window in the next frame instead.
+        bar.setUpdatesEnabled(False)
         if r.state == RUNNING and r.total:
             bar.setRange(0, 1000)
             bar.setValue(int(1000 * r.done / r.total))
@@ -159,6 +163,7 @@ class JobsPanel(QWidget):
             bar.setRange(0, max(1, r.total))
             bar.setValue(min(r.done, max(1, r.total)))
             bar.setFormat("stopped" if r.state == CANCELLED else "failed")
+        bar.setUpdatesEnabled(True)
         item.setText(2, self._time_text(job))
         item.setText(3, (r.device or "—") + (f" · {r.shards_short}" if r.shards_short else ""))
         where = f"{r.device}; runs in the {r.where}" if r.where else r.device

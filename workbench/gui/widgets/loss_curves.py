@@ -6,7 +6,7 @@ import numpy as np
 import pyqtgraph as pg
 
 from workbench.gui.colors import CLASS_PALETTE
-from workbench.gui.plot_style import cache_axes
+from workbench.gui.plot_style import cache_axes, show_grid
 
 
 class LossCurves(pg.PlotWidget):
@@ -19,7 +19,7 @@ class LossCurves(pg.PlotWidget):
         plot.setMenuEnabled(False)
         plot.setMouseEnabled(False, False)
         plot.hideButtons()
-        plot.showGrid(x=True, y=True, alpha=0.2)
+        show_grid(plot, x=True, y=True)
         plot.setLabel("bottom", "Epoch")
         plot.setLabel("left", "Mean loss per batch")
         plot.getAxis("left").enableAutoSIPrefix(False)

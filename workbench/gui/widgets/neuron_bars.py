@@ -15,7 +15,7 @@ from PySide6.QtCore import QPointF, QSizeF, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetrics
 
 from workbench.gui.colors import MARKED, UNMARKED
-from workbench.gui.plot_style import cache_axes
+from workbench.gui.plot_style import cache_axes, show_grid
 
 TICK_STEPS = (1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 5000)
 
@@ -62,10 +62,11 @@ class NeuronBarsPlot(pg.PlotItem):
 
     def __init__(self, value_title: str = "Relevance", neuron_title: str = "Neuron"):
         super().__init__()
+        cache_axes(self)
         self.setMenuEnabled(False)
         self.setMouseEnabled(False, False)
         self.hideButtons()
-        self.showGrid(x=False, y=True, alpha=0.25)
+        show_grid(self, y=True, alpha=0.25)
         self.setLabel("left", value_title)
         self.setLabel("bottom", neuron_title)
         self.getAxis("bottom").setStyle(tickLength=0)

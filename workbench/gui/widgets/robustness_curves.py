@@ -26,6 +26,7 @@ from PySide6.QtWidgets import QGraphicsItem, QHBoxLayout, QLabel, QWidget
 
 from workbench.core.robustness.experiment_report import Series, metric_y_range
 from workbench.gui.colors import CLASS_PALETTE
+from workbench.gui.plot_style import show_grid
 from workbench.gui.widgets.empty_state import fill, headed_stack
 from workbench.gui.widgets.export import ExportButton
 from workbench.gui.widgets.fol_histogram import fit_legend, format_value, top_legend
@@ -232,7 +233,7 @@ class RobustnessCurves(QWidget):
             plot = self.graphics.ci.addPlot(row=1 + row, col=col, title=info.title, enableMenu=False)
             plot.hideButtons()
             plot.setMouseEnabled(False, False)
-            plot.showGrid(x=True, y=True, alpha=0.2)
+            show_grid(plot, x=True, y=True)
             for side in ("left", "bottom"):
                 axis = plot.getAxis(side)
                 axis.enableAutoSIPrefix(False)

@@ -6,7 +6,7 @@ import numpy as np
 import pyqtgraph as pg
 
 from workbench.gui.colors import CLASS_PALETTE
-from workbench.gui.plot_style import cache_axes
+from workbench.gui.plot_style import cache_axes, show_grid
 
 LOSS_COLOR, TRAIN_COLOR, TEST_COLOR = CLASS_PALETTE[2], CLASS_PALETTE[0], CLASS_PALETTE[1]
 
@@ -21,7 +21,7 @@ class TrainingCurves(pg.GraphicsLayoutWidget):
         self.accuracy_plot = cache_axes(self.addPlot(row=0, col=1, title="Accuracy"))
         for plot in (self.loss_plot, self.accuracy_plot):
             plot.setMenuEnabled(False)
-            plot.showGrid(x=True, y=True, alpha=0.2)
+            show_grid(plot, x=True, y=True)
             plot.setLabel("bottom", "Epoch")
             plot.getAxis("left").enableAutoSIPrefix(False)
         self.loss_plot.setLabel("left", "Cross-entropy loss")
