@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtCore import QRectF
 
 from workbench.gui.colors import class_color
 from workbench.gui.plot_style import cache_axes, show_grid
+from workbench.gui.widgets.view_labels import ViewLabels
+
+VALUE_GAP = 1.0  # % between a bar's end and its value
 
 
 class ClassBars(pg.PlotWidget):
@@ -24,6 +28,9 @@ class ClassBars(pg.PlotWidget):
         self.plot.getAxis("left").setStyle(tickLength=0)
         self.values = np.zeros(0)
         self._items: list = []
+        self.labels = ViewLabels(anchor=(0, 0.5), color=self.plot.getAxis("bottom").textPen().color())
+        self.labels.setZValue(5)
+        self.plot.addItem(self.labels)
 
     def set_values(self, names: list[str], fractions: list[float | None]) -> None:
         for item in self._items:
@@ -37,12 +44,9 @@ class ClassBars(pg.PlotWidget):
                                pen=pg.mkPen(None))
         self.plot.addItem(bars)
         self._items.append(bars)
-        for i, v in enumerate(self.values):
-            label = pg.TextItem("—" if np.isnan(v) else f"{v:.1f} %", anchor=(0, 0.5),
-                                color=self.plot.getAxis("bottom").textPen().color())
-            label.setPos(0 if np.isnan(v) else v, i)
-            self.plot.addItem(label)
-            self._items.append(label)
+        self.labels.set_labels([(0.0 if np.isnan(v) else float(v) + VALUE_GAP, float(i),
+                                 "—" if np.isnan(v) else f"{v:.1f} %", None) for i, v in enumerate(self.values)],
+                               QRectF(0, -0.5, 115, k))
         self.plot.getAxis("left").setTicks([[(i, name) for i, name in enumerate(names)]])
         self.plot.setXRange(0, 115, padding=0)  # room for the value labels after a full bar
         self.plot.setYRange(-0.5, k - 0.5, padding=0.02)

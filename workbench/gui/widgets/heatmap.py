@@ -17,44 +17,9 @@ from PySide6.QtGui import QColor, QFontMetrics
 
 from workbench.gui.colors import COUNT_COLORMAP
 from workbench.gui.plot_style import cache_axes, keep_axis_title_whole
+from workbench.gui.widgets.view_labels import ViewLabels
 
 MAX_ANNOTATED_CELLS = 400  # up to 20×20 the numbers are still readable inside the cells
-
-
-class CellLabels(pg.GraphicsObject):
-    """Every cell's value as text, painted in one pass at a fixed font size whatever the zoom.
-
-    One item instead of one `TextItem` per cell: a 10×10 confusion matrix as 100 items took the UI
-    thread tens of milliseconds to build, lay out and paint each time it changed.
-    """
-
-    def __init__(self):
-        super().__init__()
-        self.labels: list[tuple[float, float, str, QColor]] = []  # (x, y) of the cell centre, text, colour
-        self._rect = QRectF()
-
-    def set_labels(self, labels: list[tuple[float, float, str, QColor]], rect: QRectF) -> None:
-        self.prepareGeometryChange()
-        self.labels, self._rect = labels, QRectF(rect)
-        self.update()
-
-    def texts(self) -> list[str]:
-        return [text for _, _, text, _ in self.labels]
-
-    def boundingRect(self) -> QRectF:
-        return self._rect
-
-    def paint(self, painter, *_args) -> None:
-        transform = painter.transform()  # view → device: the text itself is drawn unscaled
-        painter.save()
-        painter.resetTransform()
-        metrics = painter.fontMetrics()
-        half_height = (metrics.ascent() - metrics.descent()) / 2
-        for x, y, text, color in self.labels:
-            centre = transform.map(QPointF(x, y))
-            painter.setPen(color)
-            painter.drawText(QPointF(centre.x() - metrics.horizontalAdvance(text) / 2, centre.y() + half_height), text)
-        painter.restore()
 
 
 class Heatmap(pg.GraphicsLayoutWidget):
@@ -92,7 +57,7 @@ class Heatmap(pg.GraphicsLayoutWidget):
         keep_axis_title_whole(self.bar.getAxis("left"))
         self.readout = pg.LabelItem(justify="left")
         self.addItem(self.readout, row=1, col=0)
-        self.cell_labels = CellLabels()
+        self.cell_labels = ViewLabels()
         self.plot.addItem(self.cell_labels)
         self.readout_text = ""
         self.scene().sigMouseMoved.connect(self._on_mouse_moved)

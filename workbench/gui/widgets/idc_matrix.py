@@ -21,6 +21,7 @@ from PySide6.QtWidgets import QGraphicsRectItem, QToolTip
 
 from workbench.gui.colors import MARKED
 from workbench.gui.widgets.coverage_matrix import CoverageMatrix
+from workbench.gui.widgets.view_labels import ViewLabels
 
 STRIP_HEIGHT = 20  # px of one neuron's strip above the matrix
 STRIP_WIDTH = 48  # px of one neuron's strip left of the matrix: room for a centroid such as "12.34"
@@ -49,43 +50,6 @@ class Axis:
     indices: np.ndarray  # (cells, len(neurons)) the cluster of each neuron in each row/column
 
 
-class RunLabels(pg.GraphicsObject):
-    """Texts centred on points of the view, drawn upright at the font's size whatever the zoom: one item
-    that paints them all, where a text item per label cost a scene item each (tens of ms for a header)."""
-
-    def __init__(self):
-        super().__init__()
-        self.labels: list[tuple[tuple[float, float], str]] = []
-        self._bounds = QRectF()
-        self.setZValue(5)
-
-    def set_labels(self, labels: list[tuple[tuple[float, float], str]]) -> None:
-        """(x, y) in view coordinates and the text centred there."""
-        self.prepareGeometryChange()
-        self.labels = labels
-        xs = [x for (x, _), _ in labels] or [0.0]
-        ys = [y for (_, y), _ in labels] or [0.0]
-        self._bounds = QRectF(min(xs) - 1, min(ys) - 1, max(xs) - min(xs) + 2, max(ys) - min(ys) + 2)
-        self.update()
-
-    def boundingRect(self) -> QRectF:
-        return self._bounds
-
-    def paint(self, painter, *args) -> None:
-        if not self.labels:
-            return
-        to_device = painter.transform()
-        painter.resetTransform()  # the text at the font's size, not stretched by the view's scale
-        painter.setPen(QColor(LABEL_COLOR))
-        metrics = painter.fontMetrics()
-        height = metrics.height()
-        for (x, y), text in self.labels:
-            centre = to_device.map(QPointF(x, y))
-            width = metrics.horizontalAdvance(text) + 4
-            painter.drawText(QRectF(centre.x() - width / 2, centre.y() - height / 2, width, height),
-                             Qt.AlignmentFlag.AlignCenter, text)
-
-
 class ClusterHeader(pg.PlotItem):
     """The strips of one side; `vertical` strips stand left of the rows, the others above the columns."""
 
@@ -111,7 +75,8 @@ class ClusterHeader(pg.PlotItem):
         self.outline.setZValue(10)
         self.outline.setVisible(False)
         self.addItem(self.outline)
-        self.labels = RunLabels()
+        self.labels = ViewLabels(color=LABEL_COLOR)
+        self.labels.setZValue(5)
         self.addItem(self.labels)
         self.vb.sigResized.connect(self._draw_labels)
 
@@ -188,11 +153,11 @@ class ClusterHeader(pg.PlotItem):
                 needed = metrics.height() if self.vertical else metrics.horizontalAdvance(text) + 6
                 if room >= needed:
                     middle = (start + stop) / 2
-                    labels.append(((j + 0.5, middle) if self.vertical else (middle, j + 0.5), text))
+                    labels.append((j + 0.5, middle, text, None) if self.vertical else (middle, j + 0.5, text, None))
         self.labels.set_labels(labels)
 
     def label_texts(self) -> list[str]:
-        return [text for _, text in self.labels.labels]
+        return self.labels.texts()
 
     def set_selected(self, neuron: int | None) -> None:
         self.selected = neuron
