@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from workbench.core.artifact_labels import describe_artifact, kind_heading, layers_text, short_time
+from workbench.core.artifact_labels import created_at, describe_artifact, kind_heading, layers_text, short_time
 from workbench.core.errors import WorkbenchError
 
 NOW = datetime(2025, 6, 12, 15, 30, tzinfo=timezone.utc).astimezone()
@@ -80,3 +80,13 @@ def test_export_copies_a_result_with_the_fit_it_needs(tmp_project, tmp_path):
     project.settings["artifacts"]["outside"] = {"kind": "coverage", "file": "../../etc/passwd"}
     with pytest.raises(WorkbenchError, match="outside the project"):
         project.export_artifact("outside", tmp_path / "out")
+
+
+def test_created_at_reads_the_stored_time_forms_and_refuses_the_rest():
+    with_offset = created_at({"created": "2026-12-01T10:00:00+0000"})
+    assert with_offset == datetime(2026, 12, 1, 10, tzinfo=timezone.utc)
+    assert created_at({"created": "2026-12-01T10:00:00+01:00"}) == datetime(2026, 12, 1, 9, tzinfo=timezone.utc)
+    naive = created_at({"created": "2026-12-01T10:00:00"})
+    assert naive is not None and naive.tzinfo is not None and naive.replace(tzinfo=None) == datetime(2026, 12, 1, 10)
+    for bad in ({"created": "yesterday"}, {"created": ""}, {"created": 17}, {}):
+        assert created_at(bad) is None

@@ -203,3 +203,38 @@ def test_garbage_is_collected_on_the_ui_thread_only(qtbot, qapp):
         gc.callbacks.remove(record)
         assert runner.shutdown(5000)
     assert gc.isenabled() or ui_gc._users > 0  # back on unless another runner still lives
+
+
+def test_a_progress_bar_is_drawn_with_the_next_frame_not_at_once(qtbot, runner, tmp_path):
+    """A progress bar repaints at once when its value changes, which drew every widget of the window
+    waiting to be redrawn there and then; the panel lets the window's next frame draw it."""
+    from PySide6.QtCore import QEvent, QObject
+
+    from workbench.gui.widgets.jobs_panel import JobsPanel
+
+    class Paints(QObject):
+        count = 0
+
+        def eventFilter(self, watched, event):
+            if event.type() == QEvent.Type.Paint:
+                Paints.count += 1
+            return False
+
+    panel = JobsPanel(runner)
+    qtbot.addWidget(panel)
+    panel.resize(1000, 300)  # the bar's column in view
+    panel.show()
+    qtbot.waitExposed(panel)
+    started = threading.Event()
+    job = runner.submit("endless", endless_job, started, tmp_path / "x.txt", uses_device=False)
+    qtbot.waitUntil(lambda: job.record.done > 0, timeout=5000)
+    qtbot.wait(50)
+    bar = panel.tree.itemWidget(panel.item(job), 1)
+    paints = Paints()
+    bar.installEventFilter(paints)
+    job.record.done, job.record.total = 3, 10
+    panel.update_job(job)
+    assert Paints.count == 0 and bar.value() == 300 and bar.text() == "30 %"
+    qtbot.waitUntil(lambda: Paints.count > 0, timeout=2000)  # drawn in the next frame
+    with qtbot.waitSignal(job.ended, timeout=2000):
+        job.cancel()

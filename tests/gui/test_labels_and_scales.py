@@ -302,3 +302,42 @@ def test_gallery_grids_do_not_move_when_the_scale_and_tiles_come(qtbot):
     panel.set_tiles(tiles, tiles, note="From a seeded sample of 10,000 training images.")
     qtbot.wait(10)
     assert panel.scale.isVisible() and panel.stack.geometry().top() == before
+
+
+def test_inspector_shows_the_same_explanation_again_by_moving_its_marks_only(qtbot):
+    inspector = shown(InputInspector(), qtbot, 560, 300)
+    relevance = np.linspace(-1, 1, 84).astype(np.float32)
+    explanation = InputExplanation(7, ANKLE_BOOT, ANKLE_BOOT, np.zeros((28, 28), np.float32), relevance,
+                                   np.zeros(84, np.float32))
+    pixels = images(1)[0].transpose(1, 2, 0)
+    inspector.show_explanation(explanation, pixels, "test", FASHION_CLASSES, marked=[3], selected=3)
+    drawn = inspector.image.pixmap().cacheKey()
+    inspector.show_explanation(explanation, pixels.copy(), "test", FASHION_CLASSES, marked=[5, 6], selected=6,
+                               what="for neuron 6")
+    assert inspector.image.pixmap().cacheKey() == drawn  # the same picture: not rendered again
+    assert list(inspector.bars.plot.marked) == [5, 6] and inspector.bars.plot.selected == 6
+    assert inspector.explained.text() == "for neuron 6"
+    inspector.set_opacity(inspector.opacity)
+    assert inspector.image.pixmap().cacheKey() == drawn
+    inspector.set_opacity(0.2)
+    assert inspector.image.pixmap().cacheKey() != drawn
+    other = InputExplanation(8, T_SHIRT, ANKLE_BOOT, np.ones((28, 28), np.float32), relevance, relevance)
+    inspector.show_explanation(other, pixels, "test", FASHION_CLASSES)
+    assert inspector.title.text() == "Test image #8" and "(wrong)" in inspector.prediction.text()
+    assert "border" in inspector.image.styleSheet()
+
+
+def test_class_bars_print_each_value_at_its_bar_end_in_one_item(qtbot):
+    from pyqtgraph import TextItem
+
+    from workbench.gui.widgets.class_bars import VALUE_GAP, ClassBars
+
+    bars = shown(ClassBars(), qtbot, 400, 260)
+    bars.set_values(["a", "b", "c"], [0.5, None, 0.9751])
+    assert bars.labels.texts() == ["50.0 %", "—", "97.5 %"]
+    assert [c for x, y, *_ in bars.labels.labels for c in (x, y)] == pytest.approx([50 + VALUE_GAP, 0, 0, 1, 97.51 + VALUE_GAP, 2])
+    assert not [item for item in bars.plot.items if isinstance(item, TextItem)]
+    bars.set_values(["a"], [0.25])  # a second result replaces the first's texts
+    assert bars.labels.texts() == ["25.0 %"]
+    image = bars.grab().toImage()
+    assert image.width() > 0  # painted without errors

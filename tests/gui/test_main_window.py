@@ -337,3 +337,30 @@ def test_project_panel_lists_the_project_and_opens_views(qtbot, settled_window):
     panel.tree.itemActivated.emit(result, 0)
     assert window.current_view() == "model"
     assert (window.selection.model, window.selection.split) == ("lenet5-fashion", "test")
+
+
+def test_what_jobs_would_import_on_their_threads_is_imported_behind_the_splash(tmp_path):
+    """An import on a lane thread holds the interpreter lock from the window: the explanation's first
+    `torch.autograd.grad` imported SymPy there (0.35 s), a project's first read imported h5py."""
+    import subprocess
+    import sys
+
+    script = """
+import sys
+from PySide6.QtWidgets import QApplication
+from workbench.gui.app import START_UP_IMPORTS, load_before_showing
+load_before_showing(QApplication([]))
+assert all(name in sys.modules for name in START_UP_IMPORTS), [n for n in START_UP_IMPORTS if n not in sys.modules]
+imported = []
+sys.addaudithook(lambda event, args: event == "import" and args[0] not in sys.modules and imported.append(args[0]))
+import torch
+x = torch.ones(3, requires_grad=True)
+torch.autograd.grad((x * 2).sum(), x, grad_outputs=torch.ones(()))
+import h5py
+h5py.File(sys.argv[1], "w").close()
+print("late imports:", imported)
+assert not imported, imported
+"""
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "f.h5")], capture_output=True, text=True,
+                          timeout=120, env={**__import__("os").environ, "QT_QPA_PLATFORM": "offscreen"})
+    assert done.returncode == 0, done.stdout + done.stderr

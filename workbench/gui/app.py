@@ -71,7 +71,10 @@ def load_before_showing(app: QApplication) -> None:
     import torch  # noqa: F401  (imported for its side effect: loaded before the window shows)
 
     for name in START_UP_IMPORTS:
-        importlib.import_module(name)
+        try:
+            importlib.import_module(name)
+        except ImportError:  # moved in another PyTorch release: a job then imports it, as it would anyway
+            pass
 
     gc.collect()
     gc.freeze()  # what PyTorch made stays out of every later collection's scan
