@@ -129,3 +129,29 @@ def test_larger_thumbnails_use_whole_number_scaling(qtbot, grid):
     image = grid.viewport().grab().toImage()
     x, y = cell_center(grid, 2)
     assert QColor(image.pixel(x, y)).red() == 2
+
+
+def test_cells_drawn_from_their_pictures_look_as_drawn_afresh_and_follow_state(qtbot, grid):
+    wait_laid_out(qtbot, grid)
+    grid.thumbnails.set_predictions((np.arange(N) + (np.arange(N) % 3 == 0)) % 10)  # every third one wrong
+    grid.viewport().repaint()
+    first = grid.viewport().grab().toImage()
+    grid.viewport().repaint()  # from the cells' pictures
+    assert grid.viewport().grab().toImage() == first
+    grid.delegate.forget_cells()
+    assert grid.viewport().grab().toImage() == first  # drawn afresh: the same pixels
+    rect = grid.visualRect(grid.thumbnails.index(3))
+    frame_at = (rect.center().x(), rect.top() + grid.delegate.PAD - 1)
+    assert QColor(first.pixel(*frame_at)) == MISMATCH  # image 3 is predicted wrong: framed
+    grid.setCurrentIndex(grid.thumbnails.index(3))
+    grid.selectionModel().select(grid.thumbnails.index(3), grid.selectionModel().SelectionFlag.ClearAndSelect)
+    grid.viewport().repaint()
+    selected = grid.viewport().grab().toImage()
+    corner = (rect.left() + 1, rect.bottom() - 1)
+    assert QColor(selected.pixel(*corner)) == grid.palette().color(grid.palette().ColorRole.Highlight)
+    grid.selectionModel().clearSelection()
+    grid.viewport().repaint()
+    assert QColor(grid.viewport().grab().toImage().pixel(*corner)) == QColor(first.pixel(*corner))
+    grid.thumbnails.set_predictions(np.arange(N) % 10)  # all right now: no red frames are left over
+    grid.viewport().repaint()
+    assert QColor(grid.viewport().grab().toImage().pixel(*frame_at)) != MISMATCH

@@ -4,7 +4,8 @@ There is no widget and no pixmap per image. The model maps rows to dataset indic
 outcome filters just swap that index array) and turns images into tiny `QImage`s on demand, a block
 of rows at a time, keeping the most recently used in a bounded cache. The delegate paints each
 cell: the image scaled by a whole factor with nearest-neighbour sampling (28×28 pixels stay sharp),
-the true label, the prediction, and a red frame when the two differ. Cells are as wide as the widest
+the true label, the prediction, and a red frame when the two differ; it keeps the cells it drew
+lately as pictures (a bounded cache), so a repaint copies them. Cells are as wide as the widest
 class name needs (up to a bound), so "Ankle boot" and "→ T-shirt/top" are shown whole, not elided.
 So 60,000 images scroll as smoothly as 60.
 """
@@ -15,12 +16,13 @@ from collections import OrderedDict
 
 import numpy as np
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, QRect, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QFontMetrics, QImage, QPainter, QPalette, QPen
+from PySide6.QtGui import QColor, QFontMetrics, QImage, QPainter, QPalette, QPen, QPixmap
 from PySide6.QtWidgets import QAbstractItemView, QListView, QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
 from workbench.gui.colors import MISMATCH, class_color
 
 CACHE_IMAGES = 8192  # about 6 MB of 28×28 grey thumbnails; far more than a screen shows
+CACHE_CELLS = 600  # drawn cells kept: a few screens' worth (at 84 px, about 20 MB)
 BLOCK_ROWS = 256  # images converted per cache miss: one numpy call instead of 256
 
 INDEX_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -76,6 +78,8 @@ class ThumbnailModel(QAbstractListModel):
         predictions = self._checked(predictions)
         if predictions is None and self.predictions is None:
             return
+        if predictions is not None and self.predictions is not None and np.array_equal(predictions, self.predictions):
+            return  # the same predictions again (a view refreshed): nothing to repaint
         self.predictions = predictions
         rows = self._filtered_rows()
         if np.array_equal(rows, self.rows):
@@ -202,6 +206,7 @@ class ThumbnailDelegate(QStyledItemDelegate):
         super().__init__(parent)
         self.image_size = image_size
         self.text_width = 0  # what the captions need (`fit_captions`); the cell is at least this wide
+        self._cells: OrderedDict[tuple, QPixmap] = OrderedDict()  # the look of a cell → its picture
 
     def fit_captions(self, fm: QFontMetrics, class_names) -> None:
         """Make room for the widest class name in both caption lines (within `MAX_WIDTH_FACTOR`)."""
@@ -237,11 +242,40 @@ class ThumbnailDelegate(QStyledItemDelegate):
             lines.append((prediction_rect, ARROW + model.class_name(prediction)))
         return [(r, fm.elidedText(text, Qt.TextElideMode.ElideRight, r.width())) for r, text in lines]
 
+    def forget_cells(self) -> None:
+        """Drop the drawn cells (the model was reset, the image size changed)."""
+        self._cells.clear()
+
     def paint(self, painter: QPainter, option: QStyleOptionViewItem, index) -> None:
+        """Draw the cell from its picture, drawn once per look: a repaint (scrolling, hovering, the
+        window's next frame) then costs one pixmap per cell instead of an image, texts and frames."""
         # Ask the Python model directly: reading an empty QVariant back through index.data()
         # drops a reference to None in PySide6 6.12 on Python 3.11, which eventually aborts.
         model: ThumbnailModel = index.model()
         row = index.row()
+        rect = option.rect
+        states = QStyle.StateFlag.State_Selected | QStyle.StateFlag.State_MouseOver
+        key = (int(model.rows[row]), model.label_at(row), model.prediction_at(row), (option.state & states).value,
+               rect.width(), rect.height(), self.image_size, option.palette.cacheKey(), option.font.key())
+        cell = self._cells.get(key)
+        if cell is None:
+            ratio = painter.device().devicePixelRatioF()
+            cell = QPixmap(round(rect.width() * ratio), round(rect.height() * ratio))
+            cell.setDevicePixelRatio(ratio)
+            cell.fill(option.palette.color(QPalette.ColorRole.Base))  # opaque: drawn as a copy, not blended
+            at_origin = QStyleOptionViewItem(option)
+            at_origin.rect = QRect(0, 0, rect.width(), rect.height())
+            cell_painter = QPainter(cell)
+            self._draw_cell(cell_painter, at_origin, model, row)
+            cell_painter.end()
+            self._cells[key] = cell
+            while len(self._cells) > CACHE_CELLS:
+                self._cells.popitem(last=False)
+        else:
+            self._cells.move_to_end(key)
+        painter.drawPixmap(rect.topLeft(), cell)
+
+    def _draw_cell(self, painter: QPainter, option: QStyleOptionViewItem, model, row: int) -> None:
         image = model.image(row)
         label, prediction = model.label_at(row), model.prediction_at(row)
         rect, palette = option.rect, option.palette
@@ -310,6 +344,7 @@ class ThumbnailGrid(QListView):
         super().setModel(model)
         # The view lays its cells out again after a reset; by then the delegate knows the new names.
         model.modelReset.connect(self._fit_captions)
+        model.modelReset.connect(self.delegate.forget_cells)  # another split: its rows are other images
         self._fit_captions()
 
     def _fit_captions(self) -> None:
@@ -318,6 +353,7 @@ class ThumbnailGrid(QListView):
 
     def set_image_size(self, size: int) -> None:
         self.delegate.image_size = size
+        self.delegate.forget_cells()
         # The view caches the uniform cell size; this makes it ask the delegate again.
         if self.thumbnails.rowCount():
             self.delegate.sizeHintChanged.emit(self.thumbnails.index(0))
