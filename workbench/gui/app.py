@@ -43,7 +43,6 @@ def application() -> QApplication:
     return app
 
 
-
 # What jobs would import on their lane threads, behind the splash instead. An import on a lane thread
 # holds the interpreter lock from the window for most of its time (h5py's 30-odd extension modules:
 # 30–90 ms; SymPy, which `torch.autograd.grad` imports on its first call, in a gallery's or an

@@ -153,7 +153,7 @@ class NeuronBars(pg.GraphicsLayoutWidget):
                  describe: Callable[[int, float], str] | None = None):
         super().__init__(parent)
         self.ci.setContentsMargins(4, 4, 4, 4)
-        self.plot = cache_axes(NeuronBarsPlot(value_title, neuron_title))
+        self.plot = NeuronBarsPlot(value_title, neuron_title)
         self.addItem(self.plot, row=0, col=0)
         self.readout = ReadoutItem()
         self.addItem(self.readout, row=1, col=0)
