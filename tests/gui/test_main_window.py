@@ -342,6 +342,7 @@ def test_project_panel_lists_the_project_and_opens_views(qtbot, settled_window):
 def test_what_jobs_would_import_on_their_threads_is_imported_behind_the_splash(tmp_path):
     """An import on a lane thread holds the interpreter lock from the window: the explanation's first
     `torch.autograd.grad` imported SymPy there (0.35 s), a project's first read imported h5py."""
+    import os
     import subprocess
     import sys
 
@@ -362,5 +363,5 @@ print("late imports:", imported)
 assert not imported, imported
 """
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "f.h5")], capture_output=True, text=True,
-                          timeout=120, env={**__import__("os").environ, "QT_QPA_PLATFORM": "offscreen"})
+                          timeout=120, env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
     assert done.returncode == 0, done.stdout + done.stderr
