@@ -73,6 +73,31 @@ def test_local_shards_report_progress_partials_and_merge_in_order():
     assert partials == [[0], [0, 1], [0, 1, 2]]
 
 
+def _in_steps(ctx, shared, piece):
+    for step in range(1, 11):  # its own count, ten steps, whatever the piece's size
+        ctx.progress(step, 10)
+    ctx.progress(1, 10, "a second stage starts its count again")
+    return piece
+
+
+def test_a_shard_counting_in_its_own_steps_fills_its_share_of_the_bar():
+    progress = []
+    plan = ShardPlan("steps", None, ["a", "b"], _in_steps, list, [30, 10])
+    LocalShards().run(job(on_progress=lambda d, t, m: progress.append(d)), plan)
+    assert progress[:11] == [0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30]  # the first shard's 30 units, step by step
+    assert progress == sorted(progress) and progress[-1] == 40  # never back, however a shard counts
+
+
+def test_a_stage_spanning_several_steps_fills_their_slice():
+    progress = []
+    ctx = job(on_progress=lambda d, t, m: progress.append(d / t))
+    runs = ctx.stage(1, 5, "runs", span=4)
+    runs.progress(0, 8)
+    runs.progress(4, 8)
+    runs.progress(8, 8)
+    assert progress == pytest.approx([0.2, 0.6, 1.0])
+
+
 def test_a_cancelled_plan_stops_or_keeps_what_its_shards_found():
     def run(ctx, shared, piece):
         if piece == "second":
@@ -258,6 +283,24 @@ def test_a_search_in_shards_is_the_search_of_one_run(lenet5_fashion, fashion_tin
         np.testing.assert_allclose(b.best_image, a.best_image, atol=1e-5)
         np.testing.assert_allclose(b.fitness, a.fitness, rtol=1e-5, atol=1e-5)
     assert sorted(r.seed for r in partials) == [r.seed for r in whole.results]
+
+
+def test_a_search_in_shards_stopped_says_so_once_and_keeps_what_it_found(lenet5_fashion, fashion_tiny):
+    from workbench.core.generation.storage import load_generator
+    from workbench.core.generation.tig import generate
+
+    generator = load_generator("vae-fashion-mnist")
+    ended = []
+
+    def stop_after_first_seed(result):
+        ended.append(result)
+        ctx.cancel()
+
+    ctx = job(SHARDED, on_partial=stop_after_first_seed)
+    run = generate(ctx, generator, lenet5_fashion, 8, budget=20, images=fashion_tiny.split("test"))
+    assert len(run.results) == int(np.sum(run.seeds.kept)) and ctx.stopped_early and ended
+    assert any(r.finished for r in run.results) and not all(r.finished for r in run.results)
+    assert sum("was stopped" in text for text in ctx.notices) == 1
 
 
 def test_the_experiment_grid_in_shards_has_the_rows_of_one_run(digits_model, digits):

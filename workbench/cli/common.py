@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from workbench.cli.arguments import integer, real, text
+from workbench.core.sharding import EXECUTORS, Distribution
 from workbench.core.store import lenient_json
 
 EXIT_ERROR = 2
@@ -35,7 +36,7 @@ def add_common(p: argparse.ArgumentParser, seed: bool = True) -> None:
 
 def add_distribution(p: argparse.ArgumentParser) -> None:
     """--executor, --address and --shards, for the commands whose jobs can run as shards (`core.sharding`)."""
-    p.add_argument("--executor", choices=["local", "ray"], default="local",
+    p.add_argument("--executor", choices=EXECUTORS, default="local",
                    help="where the job runs: local (this process, the default) or ray (its shards on a Ray cluster; "
                         "pip install 'dl-testing-workbench[distributed]')")
     p.add_argument("--address", metavar="ADDR", type=text("Ray address"),
@@ -49,7 +50,6 @@ def add_distribution(p: argparse.ArgumentParser) -> None:
 def distribution(args):
     """The `Distribution` that --executor, --address and --shards ask for (None: as jobs always ran)."""
     from workbench.core.errors import WorkbenchError
-    from workbench.core.sharding import Distribution
 
     executor = getattr(args, "executor", "local")
     if getattr(args, "address", None) and executor != "ray":

@@ -9,6 +9,7 @@ the longer lines a tooltip shows. Nothing here reads an artifact's file.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -53,8 +54,10 @@ def created_at(how: dict) -> datetime | None:
     text = how.get("created")
     if not isinstance(text, str):
         return None
-    try:  # not strptime: its first call builds locale tables, 18 ms on the window's thread
-        return datetime.fromisoformat(text).astimezone()
+    # Not strptime: its first call builds locale tables, 18 ms on the window's thread. The offset is
+    # written as +0100 (`%z`), which `fromisoformat` reads from Python 3.11 on only: given its colon here.
+    try:
+        return datetime.fromisoformat(re.sub(r"([+-]\d\d)(\d\d)$", r"\1:\2", text)).astimezone()
     except ValueError:
         return None
 

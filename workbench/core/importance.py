@@ -28,7 +28,7 @@ from workbench.core.data import step_batch
 from workbench.core.errors import WorkbenchError
 from workbench.core.jobs import JobContext
 from workbench.core.sampling import seeded_sample
-from workbench.core.shard_plan import range_plan
+from workbench.core.shard_plan import range_inputs, range_plan
 from workbench.core.sharding import input_ranges, run_plan, sharding
 from workbench.core.store import reading
 
@@ -303,8 +303,7 @@ def relevance_sums(ctx: JobContext, inputs: RelevanceInputs, indices, explainer=
 
 def relevance_shard(ctx: JobContext, inputs: RelevanceInputs, piece: tuple[int, int]) -> RelevanceSums:
     """One shard of the sum: the inputs at positions piece[0]..piece[1] of the ones summed."""
-    positions = np.arange(piece[0], piece[1], dtype=np.int64)
-    return relevance_sums(ctx, inputs, positions if inputs.indices is None else inputs.indices[positions])
+    return relevance_sums(ctx, inputs, range_inputs(inputs.indices, piece))
 
 
 def _sharded_sums(ctx: JobContext, inputs: RelevanceInputs, total: int) -> RelevanceSums:

@@ -127,8 +127,9 @@ class JobContext:
         sub._on_progress = on_progress
         return sub
 
-    def stage(self, index: int, count: int, label: str = "", partials: bool = False) -> "JobContext":
-        """A context for step `index` of `count` steps: its progress fills that slice of this job's bar.
+    def stage(self, index: int, count: int, label: str = "", partials: bool = False, span: int = 1) -> "JobContext":
+        """A context for step `index` of `count` steps (and the `span` − 1 after it): its progress fills that
+        slice of this job's bar.
 
         Partial results of the step are passed on only with `partials`; else the job hands out its own.
         """
@@ -137,7 +138,7 @@ class JobContext:
             sub._on_partial = self.partial
 
         def forward(done: int, total: int, message: str) -> None:
-            fraction = (index + (min(done / total, 1.0) if total else 1.0)) / count
+            fraction = (index + span * (min(done / total, 1.0) if total else 1.0)) / count
             self.progress(round(fraction * STAGE_SCALE), STAGE_SCALE, f"{label}: {message}" if label else message)
 
         sub._on_progress = forward

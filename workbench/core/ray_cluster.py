@@ -165,7 +165,7 @@ class RayShards:
                                  f"({type(exc).__name__}: {str(exc)[:200]}).",
                                  "Save the model as a plain state_dict or full module, or run with --executor local.") \
                 from exc
-        board = self._board_class.remote(len(plan.pieces))
+        board = self._board_class.remote()
         progress = ShardProgress(ctx, plan)
         gpus = 1 if self.gpus and ctx.device_name not in ("cpu",) else 0
         task = self._remote_run.options(num_gpus=gpus)
@@ -185,9 +185,9 @@ class RayShards:
                     for result in plan.partial(dict(parts)) if plan.partial is not None else ():
                         ctx.partial(result)
                 if pending:
-                    for index, done in ray.get(board.snapshot.remote()).items():
+                    for index, (done, total) in ray.get(board.snapshot.remote()).items():
                         if index not in parts:
-                            progress.report(index, done)
+                            progress.report(index, done, total)
         finally:
             for ref in pending:
                 ray.cancel(ref, force=True)  # stops the workers now: a cancelled or failed job leaves nothing running
@@ -219,15 +219,15 @@ class RayShards:
 
 
 class _Board:
-    """An actor that holds how far each running shard is (inputs or seeds done)."""
+    """An actor that holds how far each running shard is: (done, total) of its last report."""
 
-    def __init__(self, shards: int):
-        self.done: dict[int, int] = {}
+    def __init__(self):
+        self.done: dict[int, tuple[int, int]] = {}
 
-    def report(self, index: int, done: int) -> None:
-        self.done[index] = done
+    def report(self, index: int, done: int, total: int) -> None:
+        self.done[index] = (done, total)
 
-    def snapshot(self) -> dict[int, int]:
+    def snapshot(self) -> dict[int, tuple[int, int]]:
         return dict(self.done)
 
 
@@ -239,6 +239,6 @@ def _run_shard(run, shared, piece, index: int, board, device: str):
         now = time.monotonic()
         if now - last[0] >= REPORT_S:
             last[0] = now
-            board.report.remote(index, done)
+            board.report.remote(index, done, total)
 
     return run(JobContext(device, on_progress=progress), shared, piece)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import numpy as np
+
 from workbench.core.errors import Cancelled, WorkbenchError
 from workbench.core.jobs import JobContext
 
@@ -67,6 +69,12 @@ def split_range(n: int, shards: int, align: int = 1) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 
 
+def range_inputs(indices, piece: tuple[int, int]) -> np.ndarray:
+    """The inputs of a range piece: positions piece[0]..piece[1] of `indices` (of all the inputs when None)."""
+    positions = np.arange(piece[0], piece[1], dtype=np.int64)
+    return positions if indices is None else np.asarray(indices)[positions]
+
+
 def split_list(items, shards: int) -> list[list]:
     """`items` in `shards` contiguous runs of near-equal length, in order (none empty)."""
     items = list(items)
@@ -80,10 +88,14 @@ class ShardProgress:
         self.ctx, self.plan = ctx, plan
         self.done = [0] * len(plan.pieces)
 
-    def report(self, index: int, done: int) -> None:
-        """Shard `index` has done `done` of its units. Silent once the job is cancelled: the executor then
-        ends the plan (`stopped`), keeping what was found where the plan says so."""
-        self.done[index] = min(int(done), self.plan.sizes[index])
+    def report(self, index: int, done: int, total: int | None = None) -> None:
+        """Shard `index` has done `done` of its `total` steps (of its units when `total` is None): its share
+        of the plan's units, never going back (a shard's second stage starts its count again). Silent once
+        the job is cancelled: the executor then ends the plan (`stopped`), keeping what was found where the
+        plan says so."""
+        size = self.plan.sizes[index]
+        units = size * done // total if total else int(done)
+        self.done[index] = max(self.done[index], min(units, size))
         if self.ctx.cancelled:
             return
         finished = sum(d >= s for d, s in zip(self.done, self.plan.sizes))

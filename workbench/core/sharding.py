@@ -83,7 +83,7 @@ class LocalShards:
         parts: dict[int, Any] = {}
         ctx.progress(0, plan.total, f"{plan.name}: {len(plan.pieces)} shards")
         for index, piece in enumerate(plan.pieces):
-            shard_ctx = ctx.reporting_to(lambda done, total, message, i=index: progress.report(i, done))
+            shard_ctx = ctx.reporting_to(lambda done, total, message, i=index: progress.report(i, done, total))
             shard_ctx.distribution = LOCAL  # a shard runs in one pass, as on a cluster's worker
             parts[index] = plan.run(shard_ctx, plan.shared, piece)
             if ctx.cancelled:  # not `check()`: a shard that kept what it found has made checks pass

@@ -7,6 +7,7 @@ from PySide6.QtGui import QColor
 # Tableau 10: a qualitative palette of ten colours that stay distinguishable on light and dark.
 CLASS_PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
                  "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"]
+ERROR_TEXT = QColor("#c62828")  # what went wrong, said in text: a failed job, a damaged artifact, a refused choice
 MISMATCH = QColor("#d62728")  # the frame of a thumbnail whose prediction differs from its label
 COUNT_COLORMAP = "viridis"  # non-negative counts: perceptually uniform, sequential
 

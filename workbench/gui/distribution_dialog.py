@@ -3,8 +3,9 @@
 The choice is the application's (a cluster belongs to the user, not to one project) and applies to the
 long jobs that can shard — coverage over a set, relevance over a split, a pool's attacks, a latent
 search over many seeds, a retraining grid — from the next one on; the others run here as before.
-*Connect* tries the choice in an I/O job (starting a local Ray instance takes a few seconds) and says
-how many CPUs and GPUs the cluster offers, or what is wrong and what to do.
+*Connect* tries the choice in a job of the long lane, so in the process whose connection the long jobs
+then use (starting a local Ray instance takes a few seconds; behind a running long job, it waits its
+turn), and says how many CPUs and GPUs the cluster offers, or what is wrong and what to do.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from PySide6.QtWidgets import (QButtonGroup, QDialog, QDialogButtonBox, QFormLay
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.sharding import LOCAL, Distribution
+from workbench.gui.colors import ERROR_TEXT
 
 
 def connect(ctx, distribution: Distribution) -> str:
@@ -97,7 +99,7 @@ class DistributionDialog(QDialog):
             widget.setEnabled(on_ray)
 
     def _say(self, text: str, error: bool = False) -> None:
-        self.status.setStyleSheet("color: #c62828;" if error else "")
+        self.status.setStyleSheet(f"color: {ERROR_TEXT.name()};" if error else "")
         self.status.setText(text)
 
     def _connect(self) -> None:

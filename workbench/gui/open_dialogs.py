@@ -12,6 +12,8 @@ import os
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QFileDialog, QFormLayout,
                                QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget)
 
+from workbench.gui.colors import ERROR_TEXT
+
 # The names only: importing torchvision here would slow the dialog down.
 TORCHVISION_SETS = ("MNIST", "FashionMNIST", "KMNIST", "CIFAR10", "CIFAR100", "SVHN")
 MODEL_FILTER = "Models (*.pt *.pth *.pt2 *.jit *.safetensors);;All files (*)"
@@ -54,7 +56,7 @@ class OpenModelDialog(QDialog):
         self.error = QLabel()
         self.error.setObjectName("openModelError")
         self.error.setWordWrap(True)
-        self.error.setStyleSheet("color: #c62828;")
+        self.error.setStyleSheet(f"color: {ERROR_TEXT.name()};")
         self.error.hide()
         form = QFormLayout()
         form.addRow("File", _path_row(self.path, browse))

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from PySide6.QtCore import QPoint, Qt, Signal
-from PySide6.QtGui import QAction, QBrush, QColor, QFont
+from PySide6.QtGui import QAction, QBrush, QFont
 from PySide6.QtWidgets import (
     QApplication,
     QFileDialog,
@@ -28,12 +28,12 @@ from PySide6.QtWidgets import (
 
 from workbench.core.artifact_labels import created_at, describe_artifact, kind_heading, kind_order
 from workbench.core.errors import WorkbenchError
+from workbench.gui.colors import ERROR_TEXT
 from workbench.gui.errors import report_error
 from workbench.gui.selection import Selection
 from workbench.gui.session import Session
 from workbench.gui.widgets.export import announce_export
 
-PROBLEM_COLOR = QColor("#c62828")
 MIN_WIDTH = 200  # the panel never gets narrower than this, whatever the views ask of the window
 COLLAPSED_AT_FIRST = {"Coverage fits"}  # what a fitted criterion holds is read through its results
 
@@ -212,7 +212,7 @@ class ProjectPanel(QWidget):
 
     @staticmethod
     def _mark_problem(item: ProjectItem) -> None:
-        item.setForeground(0, QBrush(PROBLEM_COLOR))
+        item.setForeground(0, QBrush(ERROR_TEXT))
 
     def _mark_selected(self) -> None:
         """The selected model and dataset are shown in bold."""

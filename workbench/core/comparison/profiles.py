@@ -30,6 +30,7 @@ from workbench.core.comparison.items import item_matrix
 from workbench.core.errors import WorkbenchError
 from workbench.core.jobs import JobContext
 from workbench.core.sampling import seeded_sample
+from workbench.core.store import text_column
 
 KIND = "comparison-profile"
 NOVELTY_SAMPLE = 10_000
@@ -163,7 +164,7 @@ def read_profile(project, name: str, testset, totals: dict[str, int]) -> SetProf
         rows, cols = artifact[f"items_{key}_rows"], artifact[f"items_{key}_cols"]
         items[key] = sparse.csr_matrix((np.ones(len(rows), bool), (rows, cols)), shape=(len(testset), total),
                                        dtype=bool)
-    ids = np.array([v.decode() if isinstance(v, bytes) else str(v) for v in artifact["ids"]])
+    ids = text_column(artifact["ids"])
     return SetProfile(testset.name, testset.source.describe(), ids, artifact["labels"].astype(np.int64),
                       artifact["predictions"].astype(np.int64), artifact["fol"], artifact["gini"], artifact["novelty"],
                       items, list(testset.class_names or []), dict(how), name, reused=True)

@@ -32,7 +32,7 @@ from workbench.core.coverage.per_class import PerClass
 from workbench.core.coverage.protocol import CoverageValue, Criterion
 from workbench.core.data import Split
 from workbench.core.errors import WorkbenchError
-from workbench.core.shard_plan import ShardPlan, range_plan
+from workbench.core.shard_plan import ShardPlan, range_inputs, range_plan
 from workbench.core.sharding import input_ranges, run_plan, running_here, sharding
 
 
@@ -170,15 +170,10 @@ class MeasuredShard:
     curves: dict[str, np.ndarray]
 
 
-def _positions(shared: PassInputs, piece: tuple[int, int]) -> np.ndarray:
-    positions = np.arange(piece[0], piece[1], dtype=np.int64)
-    return positions if shared.indices is None else shared.indices[positions]
-
-
 def gather_shard(ctx, shared: PassInputs, piece: tuple[int, int]) -> dict[str, Criterion]:
     """One fit shard: a copy of the unfitted criteria after `partial_fit` on its training inputs."""
     entries = copy.deepcopy(shared.entries)  # shards run here share one object; each gathers on its own
-    gather(ctx, shared.module, shared.split, _positions(shared, piece), shared.catalogue, entries,
+    gather(ctx, shared.module, shared.split, range_inputs(shared.indices, piece), shared.catalogue, entries,
            shared.batch_size, shared.input_shape)
     return {key: criterion for key, criterion, _ in entries}
 
@@ -186,7 +181,7 @@ def gather_shard(ctx, shared: PassInputs, piece: tuple[int, int]) -> dict[str, C
 def measure_shard(ctx, shared: PassInputs, piece: tuple[int, int]) -> MeasuredShard:
     """One test shard: what each fitted criterion covers of its inputs, from empty, and its curve."""
     entries = copy.deepcopy(shared.entries)
-    curves = measure_in_one_pass(ctx, shared.module, shared.split, _positions(shared, piece), shared.catalogue,
+    curves = measure_in_one_pass(ctx, shared.module, shared.split, range_inputs(shared.indices, piece), shared.catalogue,
                                  entries, shared.batch_size, shared.curve_every, shared.input_shape)
     return MeasuredShard({key: criterion.cover_state() for key, criterion, _ in entries}, curves)
 

@@ -143,11 +143,13 @@ def draw_seeds(ctx: JobContext, generator: Generator, classifier, n: int, seed: 
 
 
 def search(ctx: JobContext, generator: Generator, classifier, seeds: Seeds, low: float, high: float, extent: float,
-           budget: int = BUDGET, seed: int = 0, which=None, label: str = "", objective=None) -> list[SeedResult]:
+           budget: int = BUDGET, seed: int = 0, which=None, label: str = "", objective=None,
+           tell_stop: bool = True) -> list[SeedResult]:
     """The loop of the module docstring for the kept seeds (or the seeds `which` names), batched
     across seeds; one `SeedResult` per searched seed, in seed order, each also handed out as a
     partial result when its search ends (`label` names the generator in them). `objective` (see
-    `objectives`) is the benchmark's misbehaviour objective unless another is given."""
+    `objectives`) is the benchmark's misbehaviour objective unless another is given. A stop keeps what
+    was found, and says so in a notice unless `tell_stop` is off."""
     import torch
 
     if budget < 1:
@@ -180,8 +182,9 @@ def search(ctx: JobContext, generator: Generator, classifier, seeds: Seeds, low:
             if s not in results:
                 st = state[s]
                 results[s] = _result(s, seeds, st, found=False, generations=len(st["fitness"]), finished=False)
-        ctx.notice(f"The search was stopped: {sum(r.finished for r in results.values())} of {len(order)} seeds "
-                   "had finished; the others keep the best input found so far, marked unfinished.")
+        if tell_stop:
+            ctx.notice(f"The search was stopped: {sum(r.finished for r in results.values())} of {len(order)} "
+                       "seeds had finished; the others keep the best input found so far, marked unfinished.")
     ctx.progress(budget, budget, "search finished")
     return [results[int(s)] for s in order]
 
@@ -271,18 +274,16 @@ class SearchInputs:
     objective: object
 
 
-def search_part(ctx: JobContext, inputs: SearchInputs, which) -> list[SeedResult]:
+def search_part(ctx: JobContext, inputs: SearchInputs, which, tell_stop: bool = True) -> list[SeedResult]:
     """`search` from the kept seeds `which` names (all kept ones when None)."""
     return search(ctx, inputs.generator, inputs.classifier, inputs.seeds, inputs.low, inputs.high, inputs.extent,
-                  inputs.budget, inputs.seed, which=which, label=inputs.label, objective=inputs.objective)
+                  inputs.budget, inputs.seed, which=which, label=inputs.label, objective=inputs.objective,
+                  tell_stop=tell_stop)
 
 
 def search_shard(ctx: JobContext, inputs: SearchInputs, which: list[int]) -> list[SeedResult]:
-    """One shard of a search: its seeds, with progress counted in seeds (a generation of the budget is a
-    fraction of each)."""
-    seeds = len(which)
-    return search_part(ctx.reporting_to(lambda done, total, message: ctx.progress(
-        seeds * done // max(1, total), seeds, message)), inputs, which)
+    """One shard of a search: its seeds. A stop is told once, for the whole search (`sharded_search`)."""
+    return search_part(ctx, inputs, which, tell_stop=False)
 
 
 def sharded_search(ctx: JobContext, inputs: SearchInputs) -> list[SeedResult]:
@@ -291,6 +292,8 @@ def sharded_search(ctx: JobContext, inputs: SearchInputs) -> list[SeedResult]:
     differ, which can move a logit in its last bits. A stop keeps the seeds finished in the shards that
     ended, and the others' seeds as unfinished."""
     order = [int(s) for s in np.flatnonzero(inputs.seeds.kept)]
+    if not order:
+        return []
     pieces = split_list(order, planned_shards(ctx, len(order)))
     shown: set[int] = set()
 
@@ -306,8 +309,6 @@ def sharded_search(ctx: JobContext, inputs: SearchInputs) -> list[SeedResult]:
                    "finished; the others keep their seed, marked unfinished.")
         return results
 
-    if not order:
-        return []
     return run_plan(ctx, ShardPlan("search", inputs, pieces, search_shard,
                                    lambda parts: [r for part in parts for r in part], [len(p) for p in pieces],
                                    units="seeds", partial=partial, on_stop=on_stop,

@@ -181,10 +181,11 @@ def attack_split(ctx, model, split, eps: float, attacks=ATTACKS, seed: int = 0, 
     succeeded = {name: 0 for name in attacks}
     ctx.progress(0, n, "attacks")
     batch_size = attack_batch(batch_size)
-    skipped = torch.empty((batch_size,) + tuple(split.image_shape), dtype=torch.float32, device=device)
-    for _ in range(int(after_batches)):  # the earlier batches' draws, in their order
-        for generator in generators:
-            skipped.uniform_(-eps, eps, generator=generator)
+    if after_batches:  # replay the earlier batches' draws, in their order
+        skipped = torch.empty((batch_size,) + tuple(split.image_shape), dtype=torch.float32, device=device)
+        for _ in range(int(after_batches)):
+            for generator in generators:
+                skipped.uniform_(-eps, eps, generator=generator)
     for start, xb, yb in split.batches(batch_size, indices):
         xb, yb = xb.to(device), yb.to(device)
         for k, name in enumerate(attacks):

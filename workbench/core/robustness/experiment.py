@@ -192,7 +192,7 @@ def robot_experiment(ctx, model, dataset, eps: float, strategies=DEFAULT_STRATEG
         ctx.partial({"setup": setup.summary()})
     offset = stages - len(grid)
     if sharding(ctx) and grid:  # every run a shard: the rows come in grid order
-        runs = ctx.stage(offset, stages, "runs", partials=True)
+        runs = ctx.stage(offset, stages, "runs", partials=True, span=len(grid))
         rows += _sharded_grid(runs, GridInputs(setup, preset, epochs), grid)
     else:
         for k, (strategy, budget, seed) in enumerate(grid):
@@ -223,9 +223,7 @@ RUN_STEPS = 100  # a run's progress, in hundredths
 def grid_run(ctx, inputs: GridInputs, cell: tuple) -> dict:
     """One cell of the grid (strategy, budget, seed) as a shard: its row."""
     strategy, budget, seed = cell
-    row, _ = run_strategy(ctx.reporting_to(lambda done, total, message: ctx.progress(
-        RUN_STEPS * done // max(1, total), RUN_STEPS, message)), inputs.setup, strategy, budget, seed,
-        preset=inputs.preset, epochs=inputs.epochs)
+    row, _ = run_strategy(ctx, inputs.setup, strategy, budget, seed, preset=inputs.preset, epochs=inputs.epochs)
     return row
 
 

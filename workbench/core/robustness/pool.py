@@ -24,7 +24,7 @@ from workbench.core.robustness.attacks import (
     check_eps,
 )
 from workbench.core.robustness.scores import UNCERTAINTY_SCORES, score_inputs
-from workbench.core.shard_plan import range_plan
+from workbench.core.shard_plan import range_inputs, range_plan
 from workbench.core.sharding import input_ranges, run_plan, sharding
 
 #: Provenance keys the store adds (not how the pool was made), left out when a stored pool is read back.
@@ -158,8 +158,7 @@ def attack_and_score(ctx, inputs: PoolInputs, indices, after_batches: int = 0) -
 def pool_shard(ctx, inputs: PoolInputs, piece: tuple[int, int]) -> CandidatePool:
     """One shard of a pool: the inputs at positions piece[0]..piece[1], with the random starts they get in
     one pass (the earlier batches' draws skipped)."""
-    positions = np.arange(piece[0], piece[1], dtype=np.int64)
-    indices = positions if inputs.indices is None else inputs.indices[positions]
+    indices = range_inputs(inputs.indices, piece)
     return attack_and_score(ctx, inputs, indices, after_batches=piece[0] // attack_batch(inputs.batch_size))
 
 
@@ -169,7 +168,7 @@ def joined_pools(parts: list[CandidatePool]) -> CandidatePool:
     params = dict(parts[0].params)
     for count in ("attempted", "succeeded"):
         params[count] = {name: sum(p.params[count][name] for p in parts) for name in params[count]}
-    names = sorted(set.intersection(*(set(p.scores) for p in kept))) if kept else []
+    names = sorted(set.intersection(*(set(p.scores) for p in kept)))
     return CandidatePool(np.concatenate([p.images for p in kept]), np.concatenate([p.labels for p in kept]),
                          np.concatenate([p.source_index for p in kept]), np.concatenate([p.attack for p in kept]),
                          {k: np.concatenate([p.scores[k] for p in kept]) for k in names},

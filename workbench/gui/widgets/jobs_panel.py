@@ -11,11 +11,12 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QProgressBar, QPushButton, QToolButton, QTreeWidget,
                                QTreeWidgetItem, QVBoxLayout, QWidget)
 
+from workbench.gui.colors import ERROR_TEXT
 from workbench.gui.jobs import CANCELLED, DONE, FAILED, QUEUED, RUNNING, Job, JobRunner
 
 COLUMNS = ["Job", "Progress", "Time", "Device", "Status", ""]
 PROGRESS_REDRAW_MS = 100
-OUTCOME_COLORS = {DONE: "#2e7d32", CANCELLED: "#8d6e63", FAILED: "#c62828"}
+OUTCOME_COLORS = {DONE: "#2e7d32", CANCELLED: "#8d6e63", FAILED: ERROR_TEXT.name()}
 
 
 def format_seconds(seconds: float) -> str:

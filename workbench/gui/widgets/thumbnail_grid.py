@@ -256,7 +256,7 @@ class ThumbnailDelegate(QStyledItemDelegate):
         rect = option.rect
         states = QStyle.StateFlag.State_Selected | QStyle.StateFlag.State_MouseOver
         key = (int(model.rows[row]), model.label_at(row), model.prediction_at(row), (option.state & states).value,
-               rect.width(), rect.height(), self.image_size, option.palette.cacheKey(), option.font.key())
+               rect.width(), rect.height(), option.palette.cacheKey(), option.font.key())
         cell = self._cells.get(key)
         if cell is None:
             ratio = painter.device().devicePixelRatioF()
