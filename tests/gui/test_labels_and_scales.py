@@ -341,3 +341,40 @@ def test_class_bars_print_each_value_at_its_bar_end_in_one_item(qtbot):
     assert bars.labels.texts() == ["25.0 %"]
     image = bars.grab().toImage()
     assert image.width() > 0  # painted without errors
+
+
+@pytest.mark.parametrize("make", ["confusion", "class bars"])
+def test_class_name_axes_are_as_wide_as_their_names_before_the_first_paint(qtbot, make):
+    """pyqtgraph measures tick texts while painting; an axis that widened then laid its plot out and
+    painted it a second time. Axes of known class names take their width before they paint."""
+    from workbench.gui.widgets.class_bars import ClassBars
+
+    if make == "confusion":
+        widget = shown(Heatmap(units="images"), qtbot, 420, 360)
+        widget.set_matrix(np.arange(100).reshape(10, 10), FASHION_CLASSES, FASHION_CLASSES)
+    else:
+        widget = shown(ClassBars(), qtbot, 400, 260)
+        widget.set_values(FASHION_CLASSES, [0.5] * 10)
+    axis = widget.plot.getAxis("left")
+    before = axis.maximumWidth()
+    widget.grab()
+    qtbot.wait(20)
+    assert axis.maximumWidth() == before  # no second layout
+    widest = max(QFontMetrics(axis.font()).horizontalAdvance(name) for name in FASHION_CLASSES)
+    assert axis.width() >= widest  # and no name is cut
+
+
+def test_training_curves_drawn_while_hidden_draw_when_shown(qtbot):
+    from workbench.gui.widgets.training_curves import TrainingCurves
+
+    curves = TrainingCurves()
+    qtbot.addWidget(curves)
+    rows = [{"epoch": e, "train_loss": 1 / e, "train_accuracy": 0.5 + e / 10, "test_accuracy": 0.4 + e / 10}
+            for e in (1, 2, 3)]
+    curves.set_history(rows)
+    assert len(curves.csv_rows()[1]) == 3  # the rows are there at once
+    assert curves.loss_curve.getData()[0] is None or not len(curves.loss_curve.getData()[0])  # not drawn yet
+    curves.show()
+    qtbot.waitExposed(curves)
+    assert list(curves.loss_curve.getData()[0]) == [1.0, 2.0, 3.0]
+    assert list(curves.test_curve.getData()[1]) == pytest.approx([50.0, 60.0, 70.0])

@@ -134,7 +134,7 @@ class Session(QObject):
     def _on_warmed_up(self, report) -> None:
         if report is not None:
             self.device, self.plugin_reports = report.device, report.plugins
-        ui_gc.freeze()
+        QTimer.singleShot(0, ui_gc.freeze)  # a turn of its own: the views below refresh in this one
         self.is_ready = True
         self.ready.emit()
         pending, self._when_ready = self._when_ready, []

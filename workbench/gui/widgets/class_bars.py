@@ -7,7 +7,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF
 
 from workbench.gui.colors import class_color
-from workbench.gui.plot_style import cache_axes, show_grid
+from workbench.gui.plot_style import cache_axes, set_tick_texts, show_grid
 from workbench.gui.widgets.view_labels import ViewLabels
 
 VALUE_GAP = 1.0  # % between a bar's end and its value
@@ -47,7 +47,7 @@ class ClassBars(pg.PlotWidget):
         self.labels.set_labels([(0.0 if np.isnan(v) else float(v) + VALUE_GAP, float(i),
                                  "—" if np.isnan(v) else f"{v:.1f} %", None) for i, v in enumerate(self.values)],
                                QRectF(0, -0.5, 115, k))
-        self.plot.getAxis("left").setTicks([[(i, name) for i, name in enumerate(names)]])
+        set_tick_texts(self.plot.getAxis("left"), list(enumerate(names)))
         self.plot.setXRange(0, 115, padding=0)  # room for the value labels after a full bar
         self.plot.setYRange(-0.5, k - 0.5, padding=0.02)
         self.plot.getAxis("bottom").setTicks([[(v, str(v)) for v in range(0, 101, 20)]])
