@@ -378,3 +378,20 @@ def test_training_curves_drawn_while_hidden_draw_when_shown(qtbot):
     qtbot.waitExposed(curves)
     assert list(curves.loss_curve.getData()[0]) == [1.0, 2.0, 3.0]
     assert list(curves.test_curve.getData()[1]) == pytest.approx([50.0, 60.0, 70.0])
+
+
+def test_the_same_empty_state_message_again_keeps_its_buttons_and_calls_the_new_handlers(qtbot):
+    empty = shown(EmptyState(), qtbot, 500, 300)
+    calls = []
+    empty.show_message("Nothing yet", "Press a button.", [("Go", lambda: calls.append(1)), ("Stop", lambda: None)])
+    first = empty.buttons.itemAt(1).widget()
+    empty.show_message("Nothing yet", "Press a button.", [("Go", lambda: calls.append(2)), ("Stop", lambda: None)],
+                       busy=True)
+    assert empty.buttons.itemAt(1).widget() is first and empty.busy.isVisibleTo(empty)
+    empty.click("Go")
+    assert calls == [2]  # the new handler only
+    empty.show_message("Something else", "", [("Retry", lambda: calls.append(3))])
+    assert empty.button_texts() == ["Retry"] and empty.title.text() == "Something else"
+    assert not empty.busy.isVisibleTo(empty) and not empty.text.isVisibleTo(empty)
+    empty.click("Retry")
+    assert calls == [2, 3]

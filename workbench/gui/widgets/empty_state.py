@@ -58,10 +58,18 @@ class EmptyState(QWidget):
 
     def show_message(self, title: str, text: str = "", actions: list[tuple[str, Callable[[], None]]] = (),
                      busy: bool = False) -> None:
+        self.busy.setVisible(busy)
+        if (title, text, [label for label, _ in actions]) == (self.title.text(), self.text.text(), self.button_texts()):
+            # The same message again (a view refreshed): its buttons stay and call the new handlers. New
+            # buttons and the wrapped text's new height took a view's show 1–2 ms a message.
+            for i, (_, handler) in enumerate(actions):
+                button = self.buttons.itemAt(1 + i).widget()
+                button.clicked.disconnect()
+                button.clicked.connect(handler)
+            return
         self.title.setText(title)
         self.text.setText(text)
         self.text.setVisible(bool(text))
-        self.busy.setVisible(busy)
         while self.buttons.count() > 2:
             widget = self.buttons.takeAt(1).widget()
             widget.deleteLater()
