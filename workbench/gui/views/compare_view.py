@@ -30,7 +30,7 @@ from workbench.core.comparison.report import COLOURS, difference_rows, table_row
 from workbench.core.comparison.report import verdict as verdict_text
 from workbench.gui.jobs import IO, LONG
 from workbench.gui.keyed_jobs import KeyedJobs
-from workbench.gui.plot_style import show_grid
+from workbench.gui.plot_style import set_tick_texts, show_grid
 from workbench.gui.selection import Selection
 from workbench.gui.session import Session
 from workbench.gui.views.view_inputs import error_text
@@ -437,7 +437,7 @@ class CompareView(QWidget):
             classes.addItem(pg.BarGraphItem(x0=0, y=np.arange(len(names)) + (k - (len(sets) - 1) / 2) * width,
                                             width=share, height=width, brush=COLOURS[k % len(COLOURS)],
                                             name=s["name"]))
-        classes.getAxis("left").setTicks([[(i, n) for i, n in enumerate(names)]])
+        set_tick_texts(classes.getAxis("left"), list(enumerate(names)))
         self._draw_growth()
 
     def _draw_growth(self) -> None:
@@ -472,7 +472,7 @@ class CompareView(QWidget):
         if bars:
             plot.addItem(pg.BarGraphItem(x0=0, y=np.arange(len(bars)), height=0.7,
                                          width=[count for _, count in bars], brush=COLOURS[0]))
-            plot.getAxis("left").setTicks([[(i, " ∩ ".join(m)) for i, (m, _) in enumerate(bars)]])
+            set_tick_texts(plot.getAxis("left"), [(i, " ∩ ".join(m)) for i, (m, _) in enumerate(bars)])
         self._show_unique_inputs()
 
     def _show_unique_inputs(self) -> None:

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from workbench.core.ablation import CLEAR_DRAWS
 from workbench.gui.colors import MARKED, UNMARKED
-from workbench.gui.plot_style import cache_axes, show_grid
+from workbench.gui.plot_style import cache_axes, set_tick_texts, show_grid
 from workbench.gui.widgets.empty_state import MessageOrContent
 
 
@@ -109,7 +109,7 @@ class AblationPanel(QWidget):
             self.plot.addItem(label)
             self._labels.append(label)
         m, draws = result.m, len(result.random_accuracies)
-        self.plot.getAxis("left").setTicks([[(0, f"top {m}"), (1, f"{m} random ({draws}×)")]])
+        set_tick_texts(self.plot.getAxis("left"), [(0, f"top {m}"), (1, f"{m} random ({draws}×)")])
         low = min(0.0, top, float(drops.min(initial=0.0)))
         self._x_range = (low - 0.05 * reach, reach * 1.45)
         self._fit_x_range()
