@@ -395,3 +395,22 @@ def test_the_same_empty_state_message_again_keeps_its_buttons_and_calls_the_new_
     assert not empty.busy.isVisibleTo(empty) and not empty.text.isVisibleTo(empty)
     empty.click("Retry")
     assert calls == [2, 3]
+
+
+def test_a_gallery_and_an_empty_state_need_no_more_room_when_their_content_comes(qtbot):
+    """A view that needed more room when a result came made the window grow, then lay out and draw
+    everything again (the Importance view's gallery: a 90 ms stall)."""
+    panel = shown(GalleryPanel(rows=3), qtbot, 560, 400)
+    panel.stack.show_message("Finding the images of neuron 3…", busy=True)
+    qtbot.wait(10)
+    before = panel.minimumSizeHint()
+    tiles = gallery_tiles(scales=(1.0,) * 9)
+    panel.set_tiles(tiles, tiles, note="From a seeded sample of 10,000 training images.")
+    qtbot.wait(10)
+    assert panel.minimumSizeHint().height() == before.height()
+    assert panel.by_relevance.height() == 3 * panel.by_relevance.tile_size().height()  # all nine tiles shown
+    empty = shown(EmptyState(), qtbot, 400, 200)
+    empty.show_message("Short")
+    short = empty.minimumSizeHint().width()
+    empty.show_message("A much longer title, as the ablation check's message while it computes, " * 3)
+    assert empty.minimumSizeHint().width() <= max(short, 300)  # a long title wraps

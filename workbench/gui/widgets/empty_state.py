@@ -26,6 +26,7 @@ class EmptyState(QWidget):
         super().__init__(parent)
         self.title = QLabel()
         self.title.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.title.setWordWrap(True)  # a long title wraps: it never widens the view that shows it
         font = self.title.font()
         font.setPointSizeF(font.pointSizeF() * 1.3)
         font.setBold(True)

@@ -49,9 +49,11 @@ class GalleryGrid(QWidget):
     activated = Signal(int)
     PAD = 4
 
-    def __init__(self, parent: QWidget | None = None, columns: int = 3, scale: int = 2, score_name: str = "score"):
+    def __init__(self, parent: QWidget | None = None, columns: int = 3, scale: int = 2, score_name: str = "score",
+                 rows: int = 1):
         super().__init__(parent)
         self.columns, self.scale, self.score_name = columns, scale, score_name
+        self.rows = rows  # rows of room kept before the tiles come: their coming lays nothing else out again
         self.tiles: list[Tile] = []
         self.images: list[QImage] = []
         self.limits: list[float] = []  # each tile's overlay runs to ±its own largest |relevance|
@@ -128,7 +130,7 @@ class GalleryGrid(QWidget):
 
     def sizeHint(self) -> QSize:
         size = self.tile_size()
-        rows = max(1, -(-len(self.tiles) // self.columns))
+        rows = max(self.rows, -(-len(self.tiles) // self.columns))
         return QSize(size.width() * self.columns, size.height() * rows)
 
     def minimumSizeHint(self) -> QSize:
@@ -210,7 +212,9 @@ class GalleryPanel(QWidget):
 
     activated = Signal(int)  # dataset index of the image the user chose
 
-    def __init__(self, parent: QWidget | None = None, columns: int = 3):
+    def __init__(self, parent: QWidget | None = None, columns: int = 3, rows: int = 1):
+        """`rows`: the rows of tiles each grid keeps room for, tiles or not. A panel that grew when they came
+        made the Importance view taller than the window, which then grew and drew everything again."""
         super().__init__(parent)
         self.title = QLabel()
         self.title.setStyleSheet("font-weight: bold")
@@ -225,9 +229,10 @@ class GalleryPanel(QWidget):
         keep_space_when_hidden(self.scale).setVisible(False)  # the title row keeps its height, tiles or not
         self.note = QLabel()  # the last line of the panel: nothing under it moves when it comes or goes
         self.note.setWordWrap(True)
-        self.by_relevance = GalleryGrid(columns=columns, score_name="Relevance reaching the neuron")
+        keep_space_when_hidden(self.note)  # and the panel is as tall with it as without
+        self.by_relevance = GalleryGrid(columns=columns, score_name="Relevance reaching the neuron", rows=rows)
         self.by_relevance.setObjectName("galleryByRelevance")
-        self.by_activation = GalleryGrid(columns=columns, score_name="The neuron's activation")
+        self.by_activation = GalleryGrid(columns=columns, score_name="The neuron's activation", rows=rows)
         self.by_activation.setObjectName("galleryByActivation")
         grids = QHBoxLayout()
         grids.setSpacing(16)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QPixmap
-from PySide6.QtWidgets import (QComboBox, QFormLayout, QHBoxLayout, QLabel, QSpinBox, QToolButton, QVBoxLayout,
+from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QSpinBox, QToolButton, QVBoxLayout,
                                QWidget)
 
 from workbench.gui.colors import MISMATCH
@@ -96,12 +96,17 @@ class InputInspector(QWidget):
         # Two lines reserved: the layout does not ask a wrapping label its height, and a second line
         # would otherwise push the image and its captions over each other in a short panel.
         self.explained.setMinimumHeight(2 * self.explained.fontMetrics().lineSpacing())
-        form = QFormLayout()
-        form.setContentsMargins(0, 0, 0, 0)
-        form.addRow("True class:", self.truth)
-        form.addRow("Predicted:", self.prediction)
+        # True class and prediction on one line: the Importance view, its gallery full, then fits a
+        # 1440 × 900 window (one line more made the window grow, and lay out and draw everything again).
+        classes = QHBoxLayout()
+        classes.setContentsMargins(0, 0, 0, 0)
+        for text, label in (("True:", self.truth), ("predicted:", self.prediction)):
+            classes.addWidget(QLabel(text))
+            classes.addWidget(label)
+            classes.addSpacing(6)
+        classes.addStretch(1)
         picture = QVBoxLayout()
-        picture.setSpacing(4)
+        picture.setSpacing(2)
         picture.addWidget(self.title)
         image_row = QHBoxLayout()
         image_row.setSpacing(6)
@@ -109,7 +114,7 @@ class InputInspector(QWidget):
         image_row.addWidget(self.scale)
         image_row.addStretch(1)
         picture.addLayout(image_row)
-        picture.addLayout(form)
+        picture.addLayout(classes)
         picture.addWidget(self.explained)
         picture.addStretch(1)
         self.bars = NeuronBars(value_title="Relevance of this image", neuron_title="Neuron")
