@@ -55,6 +55,36 @@ def test_class_filter_in_the_data_view(qtbot, settled_window):
     assert f"Showing {len(rows):,} of 1,000" in view.count_label.text()
 
 
+def test_a_hidden_model_view_gets_its_result_ready_and_showing_it_only_paints(qtbot, settled_window):
+    """The evaluation came while the Model view was hidden: it is laid out at the size it will show at and
+    its matrix drawn, a step per turn, so that the switch to it lays out and draws nothing."""
+    from PySide6.QtCore import QObject, QEvent
+
+    window = settled_window
+    view = window.views["model"]
+    assert not view.isVisible()
+    qtbot.waitUntil(lambda: view.result is not None, timeout=5000)
+    assert view.heatmap.matrix.shape == (10, 10) and len(view.bars.values) == 10
+    assert view.geometry() == window.tabs.currentWidget().geometry()  # laid out at the shown page's size
+
+    class Resizes(QObject):
+        count = 0
+
+        def eventFilter(self, watched, event):
+            Resizes.count += event.type() == QEvent.Type.Resize
+            return False
+
+    watcher = Resizes()
+    for widget in (view.heatmap, view.heatmap.viewport(), view.bars, view.layers):
+        widget.installEventFilter(watcher)
+    drawn = []
+    view.heatmap.set_matrix = lambda *args, **kwargs: drawn.append(args)
+    window.show_view("model")
+    qtbot.wait(50)
+    assert view.isVisible() and not drawn and Resizes.count == 0
+    assert view.evaluation_stack.currentWidget() is view.heatmap
+
+
 def test_model_view_shows_layers_accuracy_and_confusion_matrix(qtbot, settled_window):
     window = settled_window
     qtbot.keyClick(window, Qt.Key.Key_2, Qt.KeyboardModifier.ControlModifier)

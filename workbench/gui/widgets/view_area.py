@@ -8,7 +8,7 @@ them lets that page scroll when the window is narrower still; the docks keep the
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QSize, Qt
+from PySide6.QtCore import QEvent, QRect, QSize, Qt
 from PySide6.QtWidgets import QFrame, QScrollArea, QTabWidget, QWidget
 
 MIN_SIDE = 120  # the least width the area asks of the window: what it cannot show, it scrolls
@@ -60,3 +60,15 @@ class ViewArea(QScrollArea):
     def minimumSizeHint(self) -> QSize:
         bar = self.horizontalScrollBar().sizeHint().height()
         return QSize(MIN_SIDE, max(MIN_SIDE, self.tabs.minimumSizeHint().height() + bar))
+
+
+def lay_out_while_hidden(page: QWidget) -> None:
+    """Give a hidden page of a stack (a view behind its tab) the size it will be shown at, and lay it
+    out: Qt lays out a page only when it is shown, so its first show laid out and resized everything in
+    it, and its plots then made their axes again, all in the turn that showed it."""
+    stack = page.parentWidget()
+    if stack is None or page.isVisible():
+        return
+    page.setGeometry(stack.contentsRect())
+    page.grab(QRect(0, 0, 1, 1))  # Qt lays a hidden widget out to draw it: one pixel costs the layout only
+
