@@ -113,7 +113,8 @@ class Heatmap(pg.GraphicsLayoutWidget):
         # Past ~25 classes every label cannot fit: label every n-th row and column.
         col_step, row_step = max(1, -(-cols // 25)), max(1, -(-rows // 25))
         bottom.setTicks([[(c + 0.5, t) for c, t in enumerate(bottom_labels) if c % col_step == 0]])
-        set_tick_texts(self.plot.getAxis("left"), [(r + 0.5, t) for r, t in enumerate(left_labels) if r % row_step == 0])
+        left_ticks = [(r + 0.5, t) for r, t in enumerate(left_labels) if r % row_step == 0]
+        set_tick_texts(self.plot.getAxis("left"), left_ticks)
         self.plot.setLabel("bottom", self.column_title if names_fit else f"{self.column_title} (numbered as on the left)")
 
     def resizeEvent(self, event) -> None:
