@@ -400,7 +400,7 @@ def test_the_same_empty_state_message_again_keeps_its_buttons_and_calls_the_new_
 def test_a_gallery_and_an_empty_state_need_no_more_room_when_their_content_comes(qtbot):
     """A view that needed more room when a result came made the window grow, then lay out and draw
     everything again (the Importance view's gallery: a 90 ms stall)."""
-    panel = shown(GalleryPanel(rows=3), qtbot, 560, 400)
+    panel = shown(GalleryPanel(capacity=9), qtbot, 560, 400)
     panel.stack.show_message("Finding the images of neuron 3…", busy=True)
     qtbot.wait(10)
     before = panel.minimumSizeHint()

@@ -164,7 +164,7 @@ class ImportanceView(AnalysisView):
         self.ablation.setMinimumHeight(110)
         self.ablation_draws = ABLATION_DRAWS  # more when the user asks for a firmer answer
         self.ablation.more_draws_requested.connect(self._ablation_with_draws)
-        self.gallery = GalleryPanel(rows=-(-GALLERY_SIZE // 3))
+        self.gallery = GalleryPanel(capacity=GALLERY_SIZE)
         self.gallery.activated.connect(lambda index: self.selection.set_input("train", index))
         self.inspector = InputInspector()
         self.inspector.input_chosen.connect(self.selection.set_input)

@@ -212,10 +212,11 @@ class GalleryPanel(QWidget):
 
     activated = Signal(int)  # dataset index of the image the user chose
 
-    def __init__(self, parent: QWidget | None = None, columns: int = 3, rows: int = 1):
-        """`rows`: the rows of tiles each grid keeps room for, tiles or not. A panel that grew when they came
+    def __init__(self, parent: QWidget | None = None, columns: int = 3, capacity: int = 0):
+        """`capacity`: the tiles each grid keeps room for, tiles or not. A panel that grew when they came
         made the Importance view taller than the window, which then grew and drew everything again."""
         super().__init__(parent)
+        rows = max(1, -(-capacity // columns))
         self.title = QLabel()
         self.title.setStyleSheet("font-weight: bold")
         # Each tile is drawn to its own largest |R| (GalleryGrid.limits), so one scale of ±1 serves all.

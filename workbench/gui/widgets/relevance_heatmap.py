@@ -23,7 +23,7 @@ from PySide6.QtGui import QBrush, QColor, QFontMetrics, QPen
 from PySide6.QtWidgets import QGraphicsRectItem
 
 from workbench.gui.colors import EMPTY_CELL, MARKED, RELEVANCE_COLORMAP
-from workbench.gui.plot_style import cache_axes, fit_axis_title, keep_axis_title_whole, set_tick_texts
+from workbench.gui.plot_style import cache_axes, fit_axis_title, keep_axis_title_whole
 from workbench.gui.widgets.neuron_bars import NeuronBarsPlot, ReadoutItem, neuron_ticks
 from workbench.gui.widgets.relevance_overlay import symmetric_limit
 
@@ -229,7 +229,7 @@ class RelevanceHeatmap(pg.GraphicsLayoutWidget):
         self.plot.getAxis("bottom").setTicks([neuron_ticks(cols, column_px, self.plot.getAxis("bottom"))])
         left = [(-MARK_STRIP / 2, f"top {len(self.top_columns)}")] if len(self.top_columns) else []
         left += [(r + 0.5, t) for r, t in enumerate(self._row_tick_labels())]
-        set_tick_texts(self.plot.getAxis("left"), left)
+        self.plot.getAxis("left").setTicks([left])  # its width is fixed by `_fit_left_axes`
 
     # --- hover and click ---------------------------------------------------------------------------
 
