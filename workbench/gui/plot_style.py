@@ -50,6 +50,21 @@ def set_tick_texts(axis: pg.AxisItem, ticks: list[tuple[float, str]]) -> None:
     axis.setStyle(autoExpandTextSpace=False, tickTextWidth=int(widest) + 2)
 
 
+def fit_value_axis(axis: pg.AxisItem, low: float, high: float, length: float) -> None:
+    """Make a vertical axis of numbers as wide as the texts of its ticks over [low, high] before it paints
+    (see `set_tick_texts`): the inspector's bars, given new values, painted, widened their axis, and
+    laid out and painted again. An axis of a fixed width (`setWidth`) keeps it."""
+    if axis.fixedWidth is not None:
+        return
+    metrics = QFontMetrics(axis.style["tickFont"] or axis.font())
+    widest = 0
+    for spacing, values in axis.tickValues(low, high, max(length, 50.0)):
+        for text in axis.tickStrings(values, axis.scale, spacing):
+            widest = max(widest, metrics.horizontalAdvance(text))
+    if (axis.style["autoExpandTextSpace"], axis.style["tickTextWidth"]) != (False, widest + 2):
+        axis.setStyle(autoExpandTextSpace=False, tickTextWidth=int(widest) + 2)
+
+
 TITLE_LINES = 2  # a wrapped axis title takes at most this many lines; past them it is shortened
 
 

@@ -18,6 +18,7 @@ from workbench.gui.colors import MISMATCH, class_color
 from workbench.gui.errors import report_error
 from workbench.gui.selection import Selection
 from workbench.gui.session import Session
+from workbench.gui.staged_paint import StagedPaint
 from workbench.gui.widgets.empty_state import MessageOrContent
 from workbench.gui.widgets.export import export_csv, save_pixmap
 from workbench.gui.widgets.thumbnail_grid import OUTCOMES, ThumbnailGrid
@@ -137,6 +138,7 @@ class DataView(QWidget):
         info.addWidget(self.predictions_label)
 
         self.grid = ThumbnailGrid()
+        self.staged = StagedPaint(self)
         self.grid.setObjectName("thumbnailGrid")
         self.grid.selectionModel().currentChanged.connect(self._on_current)
         self.grid.activated.connect(lambda _: self.inspector.setVisible(True))
@@ -214,8 +216,11 @@ class DataView(QWidget):
                                         busy=True)
             self.stack.setCurrentWidget(self.empty)
             return
+        new = (dataset, split) != (self.dataset, self.shown_split)
         self._show_dataset(dataset, split, data)
         self.stack.setCurrentIndex(1)
+        if new:  # the first screen of thumbnails paints in a turn of its own, after this one's work
+            self.staged.stage(self.stack)
 
     def _show_dataset(self, dataset, split: str, data) -> None:
         """Show `data` (a split of `dataset`, or a stored test set labelled with its classes)."""

@@ -36,6 +36,7 @@ from workbench.gui.jobs import INTERACTIVE, Job
 from workbench.gui.keyed_jobs import KeyedJobs
 from workbench.gui.selection import Selection
 from workbench.gui.session import Session
+from workbench.gui.staged_paint import StagedPaint
 from workbench.gui.views.analysis_view import AnalysisView
 from workbench.gui.views.model_view import section_label
 from workbench.gui.views.view_inputs import error_text, fitted_on
@@ -170,6 +171,7 @@ class ImportanceView(AnalysisView):
         self.inspector.input_chosen.connect(self.selection.set_input)
         self.inspector.mode_changed.connect(self._request_explanation)
         self.inspector.neuron_clicked.connect(self.selection.set_neuron)
+        self.staged = StagedPaint(self)  # a result's panels paint one per turn, the heatmap first
 
         left = QSplitter(Qt.Orientation.Vertical)
         left.addWidget(self._section("Relevance per class and neuron", self.heatmap_stack))
@@ -318,6 +320,7 @@ class ImportanceView(AnalysisView):
         model, spec, layer = self.shown_key
         data = self.session.datasets[spec]
         names = list(result.class_names or data.class_names)
+        self.staged.stage(self.heatmap_stack, self.inspector, self.gallery, self.ablation)
         self.m_box.blockSignals(True)
         self.m_box.setRange(1, max(1, result.neurons))
         self.m_box.blockSignals(False)
@@ -429,6 +432,7 @@ class ImportanceView(AnalysisView):
             names = list(data.class_names)
             note = (f"From a seeded sample of {GALLERY_SAMPLE:,} {fitted_on(data)}."
                     if len(split) > GALLERY_SAMPLE else "")
+            self.staged.stage(self.gallery.by_relevance, self.gallery.by_activation)
             self.gallery.set_tiles(self._tiles(gallery.by_relevance, split, names),
                                    self._tiles(gallery.by_activation, split, names), note)
             self.gallery.set_opacity(self.opacity.value() / 100)
@@ -513,6 +517,7 @@ class ImportanceView(AnalysisView):
             pixels = self.session.inputs(spec, split).thumbnails(np.array([index]))[0]
             what = (f"Heatmap: relevance that flows through neuron {neuron} of {layer}." if neuron is not None
                     else "Heatmap: relevance for the predicted class.")
+            self.staged.stage(self.inspector)
             self.inspector.show_explanation(explanation, pixels, split, list(data.class_names),
                                             self.heatmap.top_columns, self.selection.neuron, what)
             self.inspector.set_opacity(self.opacity.value() / 100)
@@ -571,6 +576,7 @@ class ImportanceView(AnalysisView):
         result, error = self.jobs.result(("ablation", key)), self.jobs.error(("ablation", key))
         m = len(key[-1])
         if result is not None:
+            self.staged.stage(self.ablation)
             self.ablation.show_result(result, key[3])
         elif error is not None:
             exc, details = error, self.jobs.details.get(("ablation", key), "")

@@ -102,6 +102,7 @@ class RelevanceHeatmap(pg.GraphicsLayoutWidget):
         self.ci.layout.setRowStretchFactor(0, 3)
         self.ci.layout.setRowStretchFactor(1, 2)
         self.plot.vb.sigResized.connect(self._update_ticks)
+        self._ticks: dict[str, list] = {}  # each axis's ticks as last set
         self._layout = None  # what the axes, ticks and hatching were laid out for (`set_matrix`)
         self.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.scene().sigMouseClicked.connect(self._on_clicked)
@@ -162,8 +163,9 @@ class RelevanceHeatmap(pg.GraphicsLayoutWidget):
         labels = self._row_tick_labels() + [f"top {max(1, len(self.top_columns))}"]
         widest = max(QFontMetrics(axis.font()).horizontalAdvance(t) for t in labels) if labels else 40
         width = widest + 40  # tick text, spacing and the rotated axis title
-        axis.setWidth(width)
-        self.bars.getAxis("left").setWidth(width)
+        for each in (axis, self.bars.getAxis("left")):
+            if each.fixedWidth != width:  # an axis given its width again makes its picture again
+                each.setWidth(width)
 
     def _row_tick_labels(self) -> list[str]:
         return [label + (EMPTY_SUFFIX if r in self.empty_rows else "") for r, label in enumerate(self.row_labels)]
@@ -226,10 +228,14 @@ class RelevanceHeatmap(pg.GraphicsLayoutWidget):
         if not cols:
             return
         column_px = self.plot.vb.width() / cols if self.plot.vb.width() > 0 else 0.0
-        self.plot.getAxis("bottom").setTicks([neuron_ticks(cols, column_px, self.plot.getAxis("bottom"))])
         left = [(-MARK_STRIP / 2, f"top {len(self.top_columns)}")] if len(self.top_columns) else []
         left += [(r + 0.5, t) for r, t in enumerate(self._row_tick_labels())]
-        self.plot.getAxis("left").setTicks([left])  # its width is fixed by `_fit_left_axes`
+        ticks = {"bottom": [neuron_ticks(cols, column_px, self.plot.getAxis("bottom"))],
+                 "left": [left]}  # the left axis's width is fixed by `_fit_left_axes`
+        for side, levels in ticks.items():
+            if self._ticks.get(side) != levels:  # an axis told its ticks again makes its picture again
+                self._ticks[side] = levels
+                self.plot.getAxis(side).setTicks(levels)
 
     # --- hover and click ---------------------------------------------------------------------------
 

@@ -1,8 +1,9 @@
 """A virtualised grid of image thumbnails: a list model over an index array and a painting delegate.
 
 There is no widget and no pixmap per image. The model maps rows to dataset indices (the class and
-outcome filters just swap that index array) and turns images into tiny `QImage`s on demand, a block
-of rows at a time, keeping the most recently used in a bounded cache. The delegate paints each
+outcome filters just swap that index array); it reads the pixels of a block of rows at a time and
+turns each image into a tiny `QImage` when it is first asked for, keeping the most recently used in
+bounded caches. The delegate paints each
 cell: the image scaled by a whole factor with nearest-neighbour sampling (28×28 pixels stay sharp),
 the true label, the prediction, and a red frame when the two differ; it keeps the cells it drew
 lately as pictures (a bounded cache), so a repaint copies them. Cells are as wide as the widest
@@ -56,6 +57,7 @@ class ThumbnailModel(QAbstractListModel):
         self.class_filter: int | None = None
         self.outcome = "all"
         self._cache: OrderedDict[int, QImage] = OrderedDict()
+        self._blocks: OrderedDict[int, tuple[dict, np.ndarray]] = OrderedDict()  # first row → (index → j, pixels)
 
     # --- content -----------------------------------------------------------------------------------
 
@@ -67,6 +69,7 @@ class ThumbnailModel(QAbstractListModel):
         self.labels = np.asarray(split.labels) if split is not None else np.zeros(0, np.int64)
         self.predictions = self._checked(predictions)
         self._cache.clear()
+        self._blocks.clear()
         if self.class_filter is not None and self.class_filter >= len(self.class_names):
             self.class_filter = None
         self.rows = self._filtered_rows()
@@ -165,22 +168,33 @@ class ThumbnailModel(QAbstractListModel):
         return self.class_names[k] if 0 <= k < len(self.class_names) else str(k)
 
     def image(self, row: int) -> QImage:
-        """The thumbnail at `row`, converting the block of rows around it on a cache miss."""
+        """The thumbnail at `row`. A cache miss reads the pixels of the block of rows around it in one
+        call and keeps them; each image becomes a `QImage` only when it is asked for (a screen shows a
+        third of a block: converting the whole block was most of the first paint's time)."""
         i = int(self.rows[row])
         cached = self._cache.get(i)
-        if cached is not None:
-            self._cache.move_to_end(i)
-            return cached
-        start = (row // BLOCK_ROWS) * BLOCK_ROWS
-        block = self.rows[start:start + BLOCK_ROWS]
-        order = np.argsort(block, kind="stable")  # increasing indices: lazily read files need them
-        pixels = self.split.thumbnails(block[order])
-        for j, k in enumerate(order):
-            self._cache[int(block[k])] = to_qimage(pixels[j])
-        while len(self._cache) > CACHE_IMAGES:
-            self._cache.popitem(last=False)
+        if cached is None:
+            cached = self._cache[i] = to_qimage(self._pixels(row, i))
+            while len(self._cache) > CACHE_IMAGES:
+                self._cache.popitem(last=False)
         self._cache.move_to_end(i)
-        return self._cache[i]
+        return cached
+
+    def _pixels(self, row: int, i: int) -> np.ndarray:
+        """Image `i` (at `row`) as uint8 H×W×C, from the block of rows it is read with."""
+        start = (row // BLOCK_ROWS) * BLOCK_ROWS
+        block = self._blocks.get(start)
+        if block is None or i not in block[0]:
+            rows = self.rows[start:start + BLOCK_ROWS]
+            order = np.argsort(rows, kind="stable")  # increasing indices: lazily read files need them
+            read = self.split.thumbnails(rows[order])
+            pixels = np.empty_like(read)
+            pixels[order] = read
+            block = self._blocks[start] = ({int(k): j for j, k in enumerate(rows)}, pixels)
+            while len(self._blocks) > CACHE_IMAGES // BLOCK_ROWS:
+                self._blocks.popitem(last=False)
+        self._blocks.move_to_end(start)
+        return block[1][block[0][i]]
 
 
 SWATCH = 8  # px of the class-colour square before the true label
