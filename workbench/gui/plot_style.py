@@ -65,6 +65,14 @@ def fit_value_axis(axis: pg.AxisItem, low: float, high: float, length: float) ->
         axis.setStyle(autoExpandTextSpace=False, tickTextWidth=int(widest) + 2)
 
 
+def fit_tick_text_height(axis: pg.AxisItem) -> None:
+    """Make a horizontal axis one line of tick text high before it paints: pyqtgraph measures the texts
+    while painting, and the new height laid the plot out and painted it again (the relevance bars' first
+    paint: three paints, not one)."""
+    metrics = QFontMetrics(axis.style["tickFont"] or axis.font())
+    axis.setStyle(autoExpandTextSpace=False, tickTextHeight=metrics.height())
+
+
 TITLE_LINES = 2  # a wrapped axis title takes at most this many lines; past them it is shortened
 
 

@@ -201,7 +201,8 @@ class ImportanceView(AnalysisView):
         self._partial_timer = QTimer(self)
         self._partial_timer.setSingleShot(True)
         self._partial_timer.setInterval(PARTIAL_REDRAW_MS)
-        self._partial_timer.timeout.connect(self._draw_partial)
+        self._partial_timer.timeout.connect(self._on_partial_timer)
+        self._partial_drawn: object = None  # the partial result drawn last
         session.importance_progress.connect(self._on_progress)
         session.importance_ready.connect(lambda key: key == self.key() and self.refresh())
         session.importance_failed.connect(lambda key: key == self.key() and self.refresh())
@@ -294,9 +295,17 @@ class ImportanceView(AnalysisView):
             self.heatmap.set_selected(None)
             self.heatmap.set_marks([], [])
             self.heatmap_stack.show_content()
+            self.staged.stage(self.heatmap_stack)  # the first totals paint in a turn of their own
+            self._partial_timer.stop()  # and are drawn now, whatever the last computation left waiting
         self.partial = (key, progress)
-        # Running totals arrive per batch: the first is drawn at once, then the latest a few times a second.
+        # Running totals arrive per batch: the first is drawn at once, then the latest a few times a second
+        # (a batch arriving as the timer ends waits for the next one, not drawn twice in one period).
         if not self._partial_timer.isActive():
+            self._on_partial_timer()
+
+    def _on_partial_timer(self) -> None:
+        if self.partial is not self._partial_drawn:
+            self._partial_drawn = self.partial
             self._draw_partial()
             self._partial_timer.start()
 

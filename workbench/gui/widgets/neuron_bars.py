@@ -15,7 +15,7 @@ from PySide6.QtCore import QPointF, QSizeF, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetrics
 
 from workbench.gui.colors import MARKED, UNMARKED
-from workbench.gui.plot_style import cache_axes, fit_value_axis, show_grid
+from workbench.gui.plot_style import cache_axes, fit_tick_text_height, fit_value_axis, show_grid
 
 TICK_STEPS = (1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 5000)
 
@@ -70,6 +70,7 @@ class NeuronBarsPlot(pg.PlotItem):
         self.setLabel("left", value_title)
         self.setLabel("bottom", neuron_title)
         self.getAxis("bottom").setStyle(tickLength=0)
+        fit_tick_text_height(self.getAxis("bottom"))
         self.values = np.zeros(0)
         self.marked = np.zeros(0, np.int64)
         self.selected: int | None = None

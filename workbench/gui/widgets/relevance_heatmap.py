@@ -142,6 +142,15 @@ class RelevanceHeatmap(pg.GraphicsLayoutWidget):
         self._update_legend()
         note = " Hatched: no correctly classified training images." if self.empty_rows or np.isnan(matrix).any() else ""
         self.set_readout("Hover over a cell or a bar to read it; click one to select the neuron." + note)
+        self._settle()
+
+    def _settle(self) -> None:
+        """Lay the plots out for new axes and texts, and give their views their new transforms, now:
+        done while painting, each made the scene paint again (three paints for a new matrix, not one)."""
+        self.ci.layout.activate()
+        for plot in (self.plot, self.bars, self.bar):
+            plot.layout.activate()
+            plot.vb.prepareForPaint()
 
     def _hatch(self) -> None:
         for item in self._hatches:
@@ -178,6 +187,7 @@ class RelevanceHeatmap(pg.GraphicsLayoutWidget):
         self._draw_marks()
         self._update_ticks()
         self._update_legend()
+        self._settle()
 
     def legend_entries(self) -> list[str]:
         """What the legend line says, one entry per kind of mark shown."""
