@@ -1,0 +1,168 @@
+"""How often, and in which turns, the window paints what a result changed.
+
+- A result's staged widgets keep their new state at once but paint one per turn of the event loop, in
+  staging order.
+- The inspector's relevance bars and the relevance heatmap paint a new result once: their axes take
+  their sizes, and their views their transforms, before the scene paints (it painted two to four times).
+- The thumbnail grid reads a block of pixels at a time but converts only the images asked for, and
+  gives the right image for every row whatever the filter did to the rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QEvent, QObject
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+from workbench.core.class_names import FASHION_CLASSES
+from workbench.core.data import Split
+from workbench.gui.staged_paint import StagedPaint
+from workbench.gui.widgets.neuron_bars import NeuronBars
+from workbench.gui.widgets.relevance_heatmap import RelevanceHeatmap
+from workbench.gui.widgets.thumbnail_grid import BLOCK_ROWS, ThumbnailModel, to_qimage
+
+pytestmark = pytest.mark.gui
+
+
+class PaintLog(QObject):
+    """Records each Paint event its watched widgets get, and what `check` says at that moment."""
+
+    def __init__(self, check=lambda widget: None):
+        super().__init__()
+        self.painted: list[tuple[QObject, object]] = []
+        self.check = check
+
+    def eventFilter(self, watched, event) -> bool:
+        if event.type() == QEvent.Type.Paint:
+            self.painted.append((watched, self.check(watched)))
+        return False
+
+
+def settle(qtbot, ms: int = 60) -> None:
+    qtbot.wait(ms)
+
+
+def test_staged_widgets_change_at_once_and_paint_one_per_turn_in_order(qtbot):
+    window = QWidget()
+    layout = QVBoxLayout(window)
+    labels = [QLabel(f"label {i}") for i in range(3)]
+    for label in labels:
+        layout.addWidget(label)
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    settle(qtbot)
+    staged = StagedPaint(window)
+    # At each paint: which of the labels still wait for theirs.
+    log = PaintLog(lambda watched: [not label.updatesEnabled() for label in labels])
+    for label in labels:
+        label.installEventFilter(log)
+
+    staged.stage(*labels)
+    for i, label in enumerate(labels):
+        label.setText(f"new text {i}")
+    assert [label.text() for label in labels] == ["new text 0", "new text 1", "new text 2"]  # state: now
+    assert staged.pending and not any(label.updatesEnabled() for label in labels)
+    qtbot.waitUntil(lambda: not staged.pending, timeout=2000)
+    settle(qtbot)
+
+    order = [watched for watched, _ in log.painted]
+    assert order[:3] == labels  # each painted, in staging order
+    waiting = [still for watched, still in log.painted[:3]]
+    assert waiting[0] == [False, True, True]  # the first paints while the other two still wait
+    assert waiting[1] == [False, False, True]
+    assert waiting[2] == [False, False, False]
+
+
+def test_a_hidden_widget_is_not_staged_and_staging_twice_keeps_one_place(qtbot):
+    window = QWidget()
+    layout = QVBoxLayout(window)
+    shown_label, hidden_label = QLabel("shown"), QLabel("hidden")
+    layout.addWidget(shown_label)
+    layout.addWidget(hidden_label)
+    hidden_label.hide()
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    staged = StagedPaint(window)
+    staged.stage(shown_label, hidden_label)
+    staged.stage(shown_label)
+    assert staged.queue == [shown_label]
+    assert hidden_label.updatesEnabled()
+    qtbot.waitUntil(lambda: not staged.pending, timeout=2000)
+    assert shown_label.updatesEnabled()
+
+
+def viewport_paints(widget, qtbot, change) -> int:
+    log = PaintLog()
+    widget.viewport().installEventFilter(log)
+    change()
+    settle(qtbot, 120)
+    widget.viewport().removeEventFilter(log)
+    return len(log.painted)
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-3, 250.0, 3e4, 1e-5])
+def test_the_inspector_bars_paint_a_new_range_once(qtbot, scale):
+    """Values of a new magnitude give the numeric axis a new width: it is set before the paint."""
+    bars = NeuronBars()
+    qtbot.addWidget(bars)
+    bars.resize(360, 180)
+    bars.show()
+    qtbot.waitExposed(bars)
+    bars.set_values(np.linspace(-1, 1, 84) * 7, [1, 2], 3)
+    settle(qtbot, 120)
+    values = np.random.default_rng(1).normal(size=84) * scale
+    assert viewport_paints(bars, qtbot, lambda: bars.set_values(values, [4, 5], 6)) == 1
+
+
+def test_the_relevance_heatmap_paints_its_first_matrix_and_the_next_totals_once(qtbot):
+    heatmap = RelevanceHeatmap()
+    qtbot.addWidget(heatmap)
+    heatmap.resize(900, 420)
+    heatmap.show()
+    qtbot.waitExposed(heatmap)
+    settle(qtbot, 120)
+    totals = np.random.default_rng(0).random(84) * 40
+
+    def show(values):
+        heatmap.set_matrix(values[None, :], ["all classes, so far"], units="relevance", neuron_title="Neuron of fc2")
+        heatmap.bars.set_values(values)
+
+    assert viewport_paints(heatmap, qtbot, lambda: show(totals)) == 1
+    assert viewport_paints(heatmap, qtbot, lambda: show(totals * 3)) == 1
+    per_class = np.random.default_rng(2).normal(size=(10, 84))
+    assert viewport_paints(heatmap, qtbot, lambda: (heatmap.set_matrix(per_class, FASHION_CLASSES),
+                                                     heatmap.set_marks([3, 9, 40], [[1, 2]] * 10))) == 1
+
+
+def test_thumbnails_are_right_for_every_row_after_filters_and_read_a_block_at_a_time():
+    rng = np.random.default_rng(3)
+    n = 3 * BLOCK_ROWS + 17
+    images = rng.integers(0, 256, size=(n, 1, 6, 5), dtype=np.uint8)
+    labels = rng.integers(0, 10, size=n)
+    split = Split(images, labels)
+    reads = []
+    thumbnails = split.thumbnails
+
+    def counting(index):
+        reads.append(len(index))
+        return thumbnails(index)
+
+    split.thumbnails = counting
+    model = ThumbnailModel()
+    model.set_split(split, FASHION_CLASSES, predictions=(labels + (rng.random(n) < 0.3)) % 10)
+
+    def expected(row):
+        return to_qimage(thumbnails(np.array([model.rows[row]]))[0])
+
+    assert model.image(5) == expected(5)
+    assert model.image(BLOCK_ROWS - 1) == expected(BLOCK_ROWS - 1)
+    assert reads == [BLOCK_ROWS]  # one read for the block, whichever of its images are asked for
+    for class_index, outcome in ((3, "all"), (None, "wrong"), (None, "all"), (7, "right")):
+        model.set_filter(class_index, outcome)
+        for row in rng.choice(len(model.rows), size=min(40, len(model.rows)), replace=False):
+            assert model.image(int(row)) == expected(int(row))
+    model.set_split(Split(255 - images, labels), FASHION_CLASSES)  # another split: no image of the first
+    assert model.image(5) == to_qimage((255 - images)[model.rows[5]].transpose(1, 2, 0))
