@@ -62,7 +62,7 @@ def fit_value_axis(axis: pg.AxisItem, low: float, high: float, length: float) ->
         for text in axis.tickStrings(values, axis.scale, spacing):
             widest = max(widest, metrics.horizontalAdvance(text))
     if (axis.style["autoExpandTextSpace"], axis.style["tickTextWidth"]) != (False, widest + 2):
-        axis.setStyle(autoExpandTextSpace=False, tickTextWidth=int(widest) + 2)
+        axis.setStyle(autoExpandTextSpace=False, tickTextWidth=widest + 2)
 
 
 def fit_tick_text_height(axis: pg.AxisItem) -> None:

@@ -138,7 +138,6 @@ class DataView(QWidget):
         info.addWidget(self.predictions_label)
 
         self.grid = ThumbnailGrid()
-        self.staged = StagedPaint(self)
         self.grid.setObjectName("thumbnailGrid")
         self.grid.selectionModel().currentChanged.connect(self._on_current)
         self.grid.activated.connect(lambda _: self.inspector.setVisible(True))
@@ -162,6 +161,7 @@ class DataView(QWidget):
         outer = QVBoxLayout(self)
         outer.setContentsMargins(6, 6, 6, 6)
         outer.addWidget(self.stack)
+        self.staged = StagedPaint(self)  # a new split's first screen paints in a turn of its own
 
         selection.changed.connect(self._on_selection)
         session.dataset_loaded.connect(lambda spec: spec == selection.dataset and self.refresh())

@@ -3,12 +3,11 @@
 There is no widget and no pixmap per image. The model maps rows to dataset indices (the class and
 outcome filters just swap that index array); it reads the pixels of a block of rows at a time and
 turns each image into a tiny `QImage` when it is first asked for, keeping the most recently used in
-bounded caches. The delegate paints each
-cell: the image scaled by a whole factor with nearest-neighbour sampling (28×28 pixels stay sharp),
-the true label, the prediction, and a red frame when the two differ; it keeps the cells it drew
-lately as pictures (a bounded cache), so a repaint copies them. Cells are as wide as the widest
-class name needs (up to a bound), so "Ankle boot" and "→ T-shirt/top" are shown whole, not elided.
-So 60,000 images scroll as smoothly as 60.
+bounded caches. The delegate paints each cell: the image scaled by a whole factor with
+nearest-neighbour sampling (28×28 pixels stay sharp), the true label, the prediction, and a red frame
+when the two differ; it keeps the cells it drew lately as pictures (a bounded cache), so a repaint
+copies them. Cells are as wide as the widest class name needs (up to a bound), so "Ankle boot" and
+"→ T-shirt/top" are shown whole, not elided. So 60,000 images scroll as smoothly as 60.
 """
 
 from __future__ import annotations
