@@ -63,8 +63,8 @@ def test_staged_widgets_change_at_once_and_paint_one_per_turn_in_order(qtbot):
     for i, label in enumerate(labels):
         label.setText(f"new text {i}")
     assert [label.text() for label in labels] == ["new text 0", "new text 1", "new text 2"]  # state: now
-    assert staged.pending and not any(label.updatesEnabled() for label in labels)
-    qtbot.waitUntil(lambda: not staged.pending, timeout=2000)
+    assert staged.queue and not any(label.updatesEnabled() for label in labels)
+    qtbot.waitUntil(lambda: not staged.queue, timeout=2000)
     settle(qtbot)
 
     order = [watched for watched, _ in log.painted]
@@ -90,7 +90,7 @@ def test_a_hidden_widget_is_not_staged_and_staging_twice_keeps_one_place(qtbot):
     staged.stage(shown_label)
     assert staged.queue == [shown_label]
     assert hidden_label.updatesEnabled()
-    qtbot.waitUntil(lambda: not staged.pending, timeout=2000)
+    qtbot.waitUntil(lambda: not staged.queue, timeout=2000)
     assert shown_label.updatesEnabled()
 
 

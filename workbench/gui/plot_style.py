@@ -45,24 +45,24 @@ def set_tick_texts(axis: pg.AxisItem, ticks: list[tuple[float, str]]) -> None:
     pyqtgraph measures the texts only while painting; a wider axis then lays the plot out and paints it
     again (the confusion matrix's class names: a second paint of 11 ms on the Model view's first show)."""
     axis.setTicks([ticks])
+    fix_text_width(axis, [text for _, text in ticks])
+
+
+def fix_text_width(axis: pg.AxisItem, texts) -> None:
+    """Make a vertical axis as wide as the widest of `texts`, and keep it so while it paints."""
     metrics = QFontMetrics(axis.style["tickFont"] or axis.font())
-    widest = max((metrics.horizontalAdvance(text) for _, text in ticks), default=0)
-    axis.setStyle(autoExpandTextSpace=False, tickTextWidth=int(widest) + 2)
+    width = max((metrics.horizontalAdvance(text) for text in texts), default=0) + 2
+    if (axis.style["autoExpandTextSpace"], axis.style["tickTextWidth"]) != (False, width):
+        axis.setStyle(autoExpandTextSpace=False, tickTextWidth=width)
 
 
 def fit_value_axis(axis: pg.AxisItem, low: float, high: float, length: float) -> None:
     """Make a vertical axis of numbers as wide as the texts of its ticks over [low, high] before it paints
     (see `set_tick_texts`): the inspector's bars, given new values, painted, widened their axis, and
     laid out and painted again. An axis of a fixed width (`setWidth`) keeps it."""
-    if axis.fixedWidth is not None:
-        return
-    metrics = QFontMetrics(axis.style["tickFont"] or axis.font())
-    widest = 0
-    for spacing, values in axis.tickValues(low, high, max(length, 50.0)):
-        for text in axis.tickStrings(values, axis.scale, spacing):
-            widest = max(widest, metrics.horizontalAdvance(text))
-    if (axis.style["autoExpandTextSpace"], axis.style["tickTextWidth"]) != (False, widest + 2):
-        axis.setStyle(autoExpandTextSpace=False, tickTextWidth=widest + 2)
+    if axis.fixedWidth is None:
+        fix_text_width(axis, [text for spacing, values in axis.tickValues(low, high, max(length, 50.0))
+                              for text in axis.tickStrings(values, axis.scale, spacing)])
 
 
 def fit_tick_text_height(axis: pg.AxisItem) -> None:
@@ -71,6 +71,14 @@ def fit_tick_text_height(axis: pg.AxisItem) -> None:
     paint: three paints, not one)."""
     metrics = QFontMetrics(axis.style["tickFont"] or axis.font())
     axis.setStyle(autoExpandTextSpace=False, tickTextHeight=metrics.height())
+
+
+def lay_out_before_painting(*plots: pg.PlotItem) -> None:
+    """Lay `plots` out for new axes and texts, and give their views their new transforms, now: left to
+    the paint, each made the scene paint the plot again (a new result: two to four paints, not one)."""
+    for plot in plots:
+        plot.layout.activate()
+        plot.vb.prepareForPaint()
 
 
 TITLE_LINES = 2  # a wrapped axis title takes at most this many lines; past them it is shortened

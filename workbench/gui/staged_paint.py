@@ -40,10 +40,6 @@ class StagedPaint(QObject):
         if self.queue and not self.timer.isActive():
             self.timer.start()
 
-    @property
-    def pending(self) -> bool:
-        return bool(self.queue)
-
     def _paint_next(self) -> None:
         if self.queue:
             widget = self.queue.pop(0)

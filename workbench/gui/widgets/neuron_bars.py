@@ -15,7 +15,8 @@ from PySide6.QtCore import QPointF, QSizeF, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetrics
 
 from workbench.gui.colors import MARKED, UNMARKED
-from workbench.gui.plot_style import cache_axes, fit_tick_text_height, fit_value_axis, show_grid
+from workbench.gui.plot_style import (cache_axes, fit_tick_text_height, fit_value_axis, lay_out_before_painting,
+                                      show_grid)
 
 TICK_STEPS = (1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 5000)
 
@@ -123,10 +124,7 @@ class NeuronBarsPlot(pg.PlotItem):
         self.setXRange(0, max(n, 1), padding=0)
         self.setYRange(low - (pad if low < 0 else 0), high + pad, padding=0)
         fit_value_axis(self.getAxis("left"), low - pad, high + pad, self.vb.height())
-        # A new axis width, and the view's new transform, take effect now: while painting, each made the
-        # scene paint the plot a second time.
-        self.layout.activate()
-        self.vb.prepareForPaint()
+        lay_out_before_painting(self)
         if self.selected is not None and 0 <= self.selected < n:
             self.band.setOpts(x=[self.selected + 0.5], y0=[low - pad], height=[high - low + 2 * pad], width=1.0)
             self.band.setVisible(True)

@@ -23,7 +23,7 @@ from PySide6.QtGui import QBrush, QColor, QFontMetrics, QPen
 from PySide6.QtWidgets import QGraphicsRectItem
 
 from workbench.gui.colors import EMPTY_CELL, MARKED, RELEVANCE_COLORMAP
-from workbench.gui.plot_style import cache_axes, fit_axis_title, keep_axis_title_whole
+from workbench.gui.plot_style import cache_axes, fit_axis_title, keep_axis_title_whole, lay_out_before_painting
 from workbench.gui.widgets.neuron_bars import NeuronBarsPlot, ReadoutItem, neuron_ticks
 from workbench.gui.widgets.relevance_overlay import symmetric_limit
 
@@ -145,12 +145,10 @@ class RelevanceHeatmap(pg.GraphicsLayoutWidget):
         self._settle()
 
     def _settle(self) -> None:
-        """Lay the plots out for new axes and texts, and give their views their new transforms, now:
-        done while painting, each made the scene paint again (three paints for a new matrix, not one)."""
+        """The matrix, bars and colour bar laid out in their grid before the scene paints (see
+        `lay_out_before_painting`): a new matrix had three paints."""
         self.ci.layout.activate()
-        for plot in (self.plot, self.bars, self.bar):
-            plot.layout.activate()
-            plot.vb.prepareForPaint()
+        lay_out_before_painting(self.plot, self.bars, self.bar)
 
     def _hatch(self) -> None:
         for item in self._hatches:
