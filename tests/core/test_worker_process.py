@@ -79,6 +79,24 @@ def test_large_arrays_travel_whole_and_writable(worker):
     assert doubled.flags.writeable
 
 
+def test_arrays_of_every_size_and_kind_travel_whole_both_ways(worker):
+    """Empty, one byte, odd sizes, and sizes many times a pipe's buffer, of several dtypes: each
+    buffer is read straight from the pipe, so each must come out byte for byte, and writable."""
+    rng = np.random.default_rng(1)
+    arrays = [np.zeros(0, np.float32), np.array([7], np.uint8), rng.integers(0, 255, 4097, dtype=np.uint8),
+              rng.random(3 * 2**20 // 8), rng.integers(-5, 5, (5, 2**20), dtype=np.int32),
+              rng.random((700, 3)) > 0.5, rng.random((40, 50))[:, ::2]]  # the last one not contiguous: in band
+    back = worker.run(_context(), worker_jobs.reverse_each, ([a.copy() for a in arrays],))
+    assert len(back) == len(arrays)
+    for sent, came in zip(arrays, back):
+        assert came.dtype == sent.dtype and came.shape == sent.shape
+        np.testing.assert_array_equal(came, sent[::-1])
+        assert came.flags.writeable
+    again = worker.run(_context(), worker_jobs.reverse_each, (back,))  # and the received ones go back out
+    for sent, came in zip(arrays, again):
+        np.testing.assert_array_equal(came, sent)
+
+
 def test_errors_come_back_as_themselves_with_the_childs_traceback(worker):
     with pytest.raises(WorkbenchError) as caught:
         worker.run(_context(), worker_jobs.fail)

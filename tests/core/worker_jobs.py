@@ -60,3 +60,9 @@ def save_then(ctx, how: str, project=None):
 def double_in_place(ctx, images: np.ndarray) -> np.ndarray:
     images *= 2  # arrays arrive writable, as the caller's were
     return images
+
+
+def reverse_each(ctx, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    for array in arrays:
+        array[...] = array[::-1].copy()  # in place: each arrives writable
+    return arrays
