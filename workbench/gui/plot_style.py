@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QFontMetrics, QPalette
+from PySide6.QtGui import QColor, QFontMetrics, QPalette
 from PySide6.QtWidgets import QApplication, QGraphicsItem
 
 
@@ -29,14 +29,36 @@ def cache_axes(plot: pg.PlotItem) -> pg.PlotItem:
     return plot
 
 
+BEHIND_THE_VIEW = -200  # a plot's view box is at z -100 among its axes
+
+
+def mixed(background: QColor, color: QColor, share: float) -> QColor:
+    """`color` laid over `background` with opacity `share`, as one opaque colour."""
+    keep = 1.0 - share
+    return QColor(round(background.red() * keep + color.red() * share),
+                  round(background.green() * keep + color.green() * share),
+                  round(background.blue() * keep + color.blue() * share))
+
+
 def show_grid(plot: pg.PlotItem, x: bool = False, y: bool = False, alpha: float = 0.2) -> pg.PlotItem:
-    """Grid lines, and ticks, at the major tick values only. pyqtgraph draws a line across the whole plot
-    for every tick of each of its three levels, and replaying those lines was half the painting of a
-    plot redrawn as results arrive (the relevance bars: 4–5 ms of each repaint's 9)."""
+    """Grid lines, and ticks, at the major tick values only, in an opaque colour behind the data.
+
+    - Major ticks only: pyqtgraph draws a line across the whole plot for every tick of each of its
+      three levels, and replaying those lines was half the painting of a plot redrawn as results
+      arrive (the relevance bars: 4–5 ms of each repaint's 9).
+    - Opaque: a translucent line is blended pixel by pixel, and a vertical one a pixel per scan line;
+      the growth plot's 50 grid lines took 11–15 ms of each repaint, opaque ones well under 1 ms. The
+      colour is the text colour mixed into the background by `alpha`, so it looks as before.
+    - Behind the data: the axes, which draw the grid, go under the view box, so an opaque line never
+      crosses a curve or a bar."""
     plot.showGrid(x=x, y=y, alpha=alpha)
+    background = QColor(pg.getConfigOption("background"))
     for side, on in (("bottom", x), ("left", y)):
         if on:
-            plot.getAxis(side).setStyle(maxTickLevel=0)
+            axis = plot.getAxis(side)
+            axis.setStyle(maxTickLevel=0, tickAlpha=255)
+            axis.setTickPen(pg.mkPen(mixed(background, axis.pen().color(), alpha)))
+            axis.setZValue(BEHIND_THE_VIEW)
     return plot
 
 

@@ -76,5 +76,6 @@ def growth_curves(name: str, runs: list[tuple[SetRun, object]]) -> tuple[list[Cu
             curves.append(Curve(run.choice.title, color, result.curve[:, 0], values))
         elif run.state == RUNNING and run.growth.get(name):
             points = np.asarray(run.growth[name], dtype=np.float64)
-            curves.append(Curve(run.choice.title, color, points[:, 0], 100 * points[:, 1], running=True))
+            curves.append(Curve(run.choice.title, color, points[:, 0], 100 * points[:, 1], running=True,
+                                total=run.progress[1]))
     return curves, unit
