@@ -166,3 +166,91 @@ def test_thumbnails_are_right_for_every_row_after_filters_and_read_a_block_at_a_
             assert model.image(int(row)) == expected(int(row))
     model.set_split(Split(255 - images, labels), FASHION_CLASSES)  # another split: no image of the first
     assert model.image(5) == to_qimage((255 - images)[model.rows[5]].transpose(1, 2, 0))
+
+
+# --- grid lines and the growth plot --------------------------------------------------------------------
+
+def test_grid_lines_are_opaque_and_behind_the_data(qtbot):
+    """A grid line is the axis colour mixed into the background by the grid's alpha, drawn as one opaque
+    colour, and a bar drawn over it hides it."""
+    import pyqtgraph as pg
+    from PySide6.QtGui import QColor
+
+    from workbench.gui.plot_style import mixed, show_grid
+
+    widget = pg.PlotWidget()
+    widget.resize(400, 300)
+    plot = widget.getPlotItem()
+    show_grid(plot, x=True, y=True, alpha=0.25)
+    plot.setRange(xRange=(0, 10), yRange=(0, 10), padding=0)
+    plot.getAxis("bottom").setTicks([[(5.0, "5")]])
+    plot.getAxis("left").setTicks([[(5.0, "5")]])
+    plot.addItem(pg.BarGraphItem(x=[5.0], height=[3.0], width=2.0, brush="#ff0000", pen=None))
+    qtbot.addWidget(widget)
+    widget.show()
+    qtbot.waitExposed(widget)
+    settle(qtbot)
+    image = widget.grab().toImage()
+    vb = plot.vb
+
+    def pixel(x: float, y: float) -> QColor:
+        point = widget.mapFromScene(vb.mapViewToScene(pg.Point(x, y)))
+        return image.pixelColor(point.x(), point.y())
+
+    background = QColor(pg.getConfigOption("background"))
+    line = mixed(background, plot.getAxis("left").pen().color(), 0.25)
+    assert line.alpha() == 255 and line != background
+    assert pixel(5.0, 8.0).name() == line.name()  # the vertical line at x = 5 above the bar
+    assert pixel(8.0, 5.0).name() == line.name()  # the horizontal one at y = 5
+    assert pixel(5.0, 1.5).name() == "#ff0000"  # where the bar covers the vertical line
+    assert pixel(2.0, 8.0).name() == background.name()
+
+
+def test_headroom_steps_by_one_two_five():
+    from workbench.gui.widgets.growth_plot import headroom, power_of_ten_text
+
+    # a tenth to spare, then the next of 1, 2, 5 × 10^k
+    assert [headroom(t) for t in (0.5, 0.95, 3.0, 4.6, 45.0, 46.0, 60.0, 900.0, 1200.0)] == \
+        pytest.approx([1.0, 2.0, 5.0, 10.0, 50.0, 100.0, 100.0, 1000.0, 2000.0])
+    assert [power_of_ten_text(k) for k in (0, 1, 2, 3, 4, 5, 6, 9)] == \
+        ["1", "10", "100", "1k", "10k", "100k", "1M", "1G"]
+
+
+def test_the_growth_plot_keeps_its_axes_while_sets_are_measured(qtbot, monkeypatch):
+    """Batches that grow the curves within the ranges repaint the curves only: the axes (and the grid
+    they draw) are laid out again only when the y range steps up."""
+    import pyqtgraph as pg
+    from PySide6.QtGui import QColor
+
+    from workbench.gui.widgets.growth_plot import Curve, GrowthPlot
+
+    drawn = []
+    original = pg.AxisItem.generateDrawSpecs
+    monkeypatch.setattr(pg.AxisItem, "generateDrawSpecs",
+                        lambda axis, painter: drawn.append(axis.orientation) or original(axis, painter))
+    plot = GrowthPlot()
+    plot.resize(600, 300)
+    qtbot.addWidget(plot)
+    plot.show()
+    qtbot.waitExposed(plot)
+    total, ranges = 8000, []
+
+    def batch(n: int, top: float) -> None:
+        inputs = np.unique(np.geomspace(1, n, 25).astype(int))
+        curve = Curve("test", QColor("#1f77b4"), inputs, top * inputs / n, running=True, total=total)
+        plot.set_curves("NC", [curve])
+        settle(qtbot, 30)
+        ranges.append(plot.plot.vb.viewRange())
+
+    batch(500, 30.0)
+    first_x = ranges[0][0]
+    assert first_x[1] == pytest.approx(np.log10(total), abs=0.1)  # the whole set's extent from the start
+    drawn.clear()
+    for n, top in ((1000, 32.0), (2000, 36.0), (4000, 40.0), (6000, 44.0)):  # y stays at 50
+        batch(n, top)
+    assert all(r[0] == first_x and r[1] == ranges[0][1] for r in ranges)
+    assert drawn == []
+    batch(8000, 47.0)  # 51.7 % with a tenth to spare: the y range steps to 100
+    assert ranges[-1][1][1] == pytest.approx(100.0, abs=3.0)
+    assert "left" in drawn
+

@@ -284,16 +284,24 @@ class ModelView(QWidget):
         elif self._preparing is not result:
             self._preparing = result
             QTimer.singleShot(PREPARE_AFTER_MS, self, lambda: self._prepare(result, names, [
-                lambda: lay_out_while_hidden(self), lambda: self._draw(result, names)]))
+                lambda: lay_out_while_hidden(self), lambda: self._draw_matrix(result, names),
+                lambda: self._draw_bars(result, names)]))
 
     def _draw(self, result: dict, names: list[str]) -> None:
-        self.result = result
+        self._draw_matrix(result, names)
+        self._draw_bars(result, names)
+
+    def _draw_matrix(self, result: dict, names: list[str]) -> None:
         self.heatmap.set_matrix(np.asarray(result["confusion"]), names, names)
+
+    def _draw_bars(self, result: dict, names: list[str]) -> None:
+        """The last part drawn: the view shows `result` from here on."""
         self.bars.set_values(names, [result["per_class_accuracy"].get(c) for c in names])
+        self.result = result
 
     def _prepare(self, result: dict, names: list[str], steps: list) -> None:
         """Get a result ready while the view is hidden, one step per turn of the event loop: lay the
-        view out at the size it will be shown at, then draw the matrix and bars. Showing the view then
+        view out at the size it will be shown at, then draw the matrix, then the bars. Showing the view then
         lays out and computes nothing, and only paints: its first show had taken 12 ms of layout and
         drawing and 25 ms of painting in one turn, and drawing into a view never laid out 40 ms."""
         if not steps or self.isVisible() or self._preparing is not result:
