@@ -212,6 +212,7 @@ def test_headroom_steps_by_one_two_five():
     # a tenth to spare, then the next of 1, 2, 5 × 10^k
     assert [headroom(t) for t in (0.5, 0.95, 3.0, 4.6, 45.0, 46.0, 60.0, 900.0, 1200.0)] == \
         pytest.approx([1.0, 2.0, 5.0, 10.0, 50.0, 100.0, 100.0, 1000.0, 2000.0])
+    assert [headroom(t) for t in (0.0, -1.0, float("nan"))] == [1.0, 1.0, 1.0]  # nothing measured yet
     assert [power_of_ten_text(k) for k in (0, 1, 2, 3, 4, 5, 6, 9)] == \
         ["1", "10", "100", "1k", "10k", "100k", "1M", "1G"]
 

@@ -30,8 +30,9 @@ class Curve:
 
 def headroom(top: float) -> float:
     """The y range's top for values up to `top`: the next of 1, 2, 5 × 10^k above it with a tenth to
-    spare. A range that steps changes a few times while a set is measured, not at every batch."""
-    wanted = max(top * 1.1, 1e-9)
+    spare (1 for nothing above zero). A range that steps changes a few times while a set is measured,
+    not at every batch."""
+    wanted = top * 1.1 if np.isfinite(top) and top > 0 else 1.0
     decade = 10.0 ** np.floor(np.log10(wanted))
     return next(step * decade for step in (1, 2, 5, 10) if step * decade >= wanted)
 
