@@ -255,3 +255,61 @@ def test_the_growth_plot_keeps_its_axes_while_sets_are_measured(qtbot, monkeypat
     assert ranges[-1][1][1] == pytest.approx(100.0, abs=3.0)
     assert "left" in drawn
 
+
+
+# --- thumbnail cells within a frame's budget ------------------------------------------------------------
+
+def test_new_thumbnail_cells_are_drawn_a_budget_per_frame_and_at_once_outside_frames(qtbot, monkeypatch):
+    """With no time to spare, each frame of the window draws one new cell and the next frames draw
+    the rest. A grab, which is not a frame, draws every cell at once."""
+    from workbench.gui.frame_paint import window_event
+    from workbench.gui.widgets import thumbnail_grid
+    from workbench.gui.widgets.thumbnail_grid import ThumbnailGrid
+
+    class Window(QWidget):
+        def event(self, event) -> bool:
+            return window_event(super().event, event)
+
+    monkeypatch.setattr(thumbnail_grid, "FRAME_BUDGET_MS", 0.0)
+    images = (np.arange(400) % 251).astype(np.uint8)[:, None, None, None] * np.ones((1, 1, 28, 28), np.uint8)
+    split = Split(images, (np.arange(400) % 10).astype(np.int64))
+    window = Window()
+    grid = ThumbnailGrid(window, image_size=56)
+    QVBoxLayout(window).addWidget(grid)
+    qtbot.addWidget(window)
+    window.resize(700, 400)
+    paints = PaintLog()
+    grid.viewport().installEventFilter(paints)
+    drawn_in: list[int] = []  # for each new cell: the number of the viewport's paint it was drawn in
+    original = grid.delegate._draw_cell
+    monkeypatch.setattr(grid.delegate, "_draw_cell",
+                        lambda *args: drawn_in.append(len(paints.painted)) or original(*args))
+    grid.thumbnails.set_split(split, FASHION_CLASSES)
+    window.show()
+    qtbot.waitExposed(window)
+    qtbot.waitUntil(lambda: grid.visualRect(grid.thumbnails.index(0)).isValid())
+    visible = [row for row in range(400)
+               if grid.viewport().rect().intersects(grid.visualRect(grid.thumbnails.index(row)))]
+    assert len(visible) >= 20
+    settle(qtbot)  # the window's first paint, on being exposed, is not a frame: every cell at once
+    grid.delegate.forget_cells()
+    drawn_in.clear()
+    grid.viewport().update()
+    qtbot.waitUntil(lambda: len(drawn_in) >= len(visible), timeout=5000)
+    settle(qtbot)
+    assert sorted(drawn_in) == drawn_in and len(drawn_in) == len(visible)  # each visible cell once
+    assert max(drawn_in.count(paint) for paint in set(drawn_in)) == 1  # one new cell per frame
+
+    # New predictions give every cell a new look: again one per frame, until all are drawn.
+    drawn_in.clear()
+    grid.thumbnails.set_predictions((np.arange(400) + 1) % 10)
+    qtbot.waitUntil(lambda: len(drawn_in) >= len(visible), timeout=5000)
+    settle(qtbot)
+    assert len(drawn_in) == len(visible)
+    assert max(drawn_in.count(paint) for paint in set(drawn_in)) == 1
+
+    # A grab is not a frame: every cell at once.
+    grid.delegate.forget_cells()
+    drawn_in.clear()
+    grid.viewport().grab()
+    assert len(drawn_in) == len(visible)

@@ -29,6 +29,7 @@ from workbench.gui.app_settings import (
 from workbench.gui.distribution_dialog import DistributionDialog, connect
 from workbench.gui.documentation import DocumentationWindow
 from workbench.gui.errors import report_error, report_problems
+from workbench.gui.frame_paint import window_event
 from workbench.gui.jobs import FAILED, LONG, THREAD, Job, JobRunner
 from workbench.gui.open_dialogs import OpenDatasetDialog, OpenModelDialog
 from workbench.gui.plot_style import configure_pyqtgraph
@@ -122,6 +123,9 @@ class MainWindow(QMainWindow):
         self._show_start_notices(notices)
         self._update_title()
         self.session.start()
+
+    def event(self, event) -> bool:
+        return window_event(super().event, event)  # its paints are a frame (`gui/frame_paint.py`)
 
     # --- construction ---------------------------------------------------------------------------------
 

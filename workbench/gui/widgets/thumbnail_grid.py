@@ -8,22 +8,30 @@ nearest-neighbour sampling (28×28 pixels stay sharp), the true label, the predi
 when the two differ; it keeps the cells it drew lately as pictures (a bounded cache), so a repaint
 copies them. Cells are as wide as the widest class name needs (up to a bound), so "Ankle boot" and
 "→ T-shirt/top" are shown whole, not elided. So 60,000 images scroll as smoothly as 60.
+
+A frame of the window draws new cells for `FRAME_BUDGET_MS` at most (a screen of 35 new cells, as
+when predictions arrive, took 15–19 ms of one frame); the cells past it show their previous picture,
+or the background, until the next frames draw them. A grab draws every cell at once.
 """
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 
 import numpy as np
-from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, QRect, QSize, Qt, Signal
+from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, QRect, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QFontMetrics, QImage, QPainter, QPalette, QPen, QPixmap
 from PySide6.QtWidgets import QAbstractItemView, QListView, QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
 from workbench.gui.colors import MISMATCH, class_color
+from workbench.gui.frame_paint import painting_frame
+from workbench.gui.staged_paint import STEP_MS
 
 CACHE_IMAGES = 8192  # about 6 MB of 28×28 grey thumbnails; far more than a screen shows
 CACHE_CELLS = 600  # drawn cells kept: a few screens' worth (at 84 px, about 20 MB)
 BLOCK_ROWS = 256  # images converted per cache miss: one numpy call instead of 256
+FRAME_BUDGET_MS = 6.0  # new cells drawn in one frame; the rest in the next frames
 
 INDEX_ROLE = Qt.ItemDataRole.UserRole + 1
 LABEL_ROLE = Qt.ItemDataRole.UserRole + 2
@@ -220,6 +228,19 @@ class ThumbnailDelegate(QStyledItemDelegate):
         self.image_size = image_size
         self.text_width = 0  # what the captions need (`fit_captions`); the cell is at least this wide
         self._cells: OrderedDict[tuple, QPixmap] = OrderedDict()  # the look of a cell → its picture
+        self._latest: dict[int, tuple] = {}  # dataset index → the look of its latest picture
+        self._budget_ms: float | None = None  # this paint's time for new cells (None: no limit)
+        self._spent_ms = 0.0
+        self._drawn = 0  # new cells this paint
+        self.deferred = False  # this paint left cells for a later one
+
+    def start_paint(self, budget_ms: float | None) -> None:
+        """A paint of the view begins: it may draw new cells for `budget_ms` (None: all of them)."""
+        self._budget_ms, self._spent_ms, self._drawn, self.deferred = budget_ms, 0.0, 0, False
+
+    def _over_budget(self) -> bool:
+        """Past this paint's budget, with a cell drawn already: every paint makes progress."""
+        return self._budget_ms is not None and self._drawn > 0 and self._spent_ms >= self._budget_ms
 
     def fit_captions(self, fm: QFontMetrics, class_names) -> None:
         """Make room for the widest class name in both caption lines (within `MAX_WIDTH_FACTOR`)."""
@@ -258,6 +279,7 @@ class ThumbnailDelegate(QStyledItemDelegate):
     def forget_cells(self) -> None:
         """Drop the drawn cells (the model was reset, the image size changed)."""
         self._cells.clear()
+        self._latest.clear()
 
     def paint(self, painter: QPainter, option: QStyleOptionViewItem, index) -> None:
         """Draw the cell from its picture, drawn once per look: a repaint (scrolling, hovering, the
@@ -271,7 +293,15 @@ class ThumbnailDelegate(QStyledItemDelegate):
         key = (int(model.rows[row]), model.label_at(row), model.prediction_at(row), (option.state & states).value,
                rect.width(), rect.height(), option.palette.cacheKey(), option.font.key())
         cell = self._cells.get(key)
-        if cell is None:
+        if cell is None and self._over_budget():
+            self.deferred = True
+            latest = self._latest.get(key[0])
+            cell = self._cells.get(latest) if latest is not None and latest[4:6] == key[4:6] else None
+            if cell is None:  # nothing drawn for this image at this size yet
+                painter.fillRect(rect, option.palette.color(QPalette.ColorRole.Base))
+                return
+        elif cell is None:
+            started = time.perf_counter()
             ratio = painter.device().devicePixelRatioF()
             cell = QPixmap(round(rect.width() * ratio), round(rect.height() * ratio))
             cell.setDevicePixelRatio(ratio)
@@ -282,8 +312,13 @@ class ThumbnailDelegate(QStyledItemDelegate):
             self._draw_cell(cell_painter, at_origin, model, row)
             cell_painter.end()
             self._cells[key] = cell
+            self._latest[key[0]] = key
             while len(self._cells) > CACHE_CELLS:
-                self._cells.popitem(last=False)
+                old, _ = self._cells.popitem(last=False)
+                if self._latest.get(old[0]) == old:
+                    del self._latest[old[0]]
+            self._drawn += 1
+            self._spent_ms += (time.perf_counter() - started) * 1000
         else:
             self._cells.move_to_end(key)
         painter.drawPixmap(rect.topLeft(), cell)
@@ -353,6 +388,14 @@ class ThumbnailGrid(QListView):
         self.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
         self.verticalScrollBar().setSingleStep(24)
+
+    def paintEvent(self, event) -> None:
+        self.delegate.start_paint(FRAME_BUDGET_MS if painting_frame() else None)
+        super().paintEvent(event)
+        deferred = self.delegate.deferred
+        self.delegate.start_paint(None)  # the delegate painting elsewhere (a drag's picture) draws whole
+        if deferred:  # the rest of the new cells in the next frames
+            QTimer.singleShot(STEP_MS, self.viewport(), self.viewport().update)
 
     def setModel(self, model) -> None:
         super().setModel(model)
