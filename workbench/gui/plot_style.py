@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import weakref
+
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QFontMetrics, QPalette
@@ -62,11 +64,22 @@ def show_grid(plot: pg.PlotItem, x: bool = False, y: bool = False, alpha: float 
     return plot
 
 
+_ticks_set: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # axis → the levels `set_ticks` gave it
+
+
+def set_ticks(axis: pg.AxisItem, levels: list) -> None:
+    """Give `axis` these tick levels unless it has them already: an axis told its ticks again makes its
+    picture, and lays out its texts, again (a heatmap's or bars' axes at every new batch of totals)."""
+    if _ticks_set.get(axis) != levels:
+        _ticks_set[axis] = levels
+        axis.setTicks(levels)
+
+
 def set_tick_texts(axis: pg.AxisItem, ticks: list[tuple[float, str]]) -> None:
     """Put `ticks` (value, text) on a vertical axis and make it as wide as their texts before it paints.
     pyqtgraph measures the texts only while painting; a wider axis then lays the plot out and paints it
     again (the confusion matrix's class names: a second paint of 11 ms on the Model view's first show)."""
-    axis.setTicks([ticks])
+    set_ticks(axis, [ticks])
     fix_text_width(axis, [text for _, text in ticks])
 
 

@@ -216,11 +216,8 @@ class DataView(QWidget):
                                         busy=True)
             self.stack.setCurrentWidget(self.empty)
             return
-        new = (dataset, split) != (self.dataset, self.shown_split)
         self._show_dataset(dataset, split, data)
         self.stack.setCurrentIndex(1)
-        if new:  # the first screen of thumbnails paints in a turn of its own, after this one's work
-            self.staged.stage(self.stack)
 
     def _show_dataset(self, dataset, split: str, data) -> None:
         """Show `data` (a split of `dataset`, or a stored test set labelled with its classes)."""
@@ -238,6 +235,7 @@ class DataView(QWidget):
         if self.grid.thumbnails.rowCount():
             self.grid.setCurrentIndex(self.grid.thumbnails.index(0))
         self._update_predictions()
+        self.staged.stage(self.stack)  # the first screen of thumbnails paints in a turn of its own
 
     def _fill_class_box(self, dataset, data, keep: bool) -> None:
         previous = self.class_box.currentIndex() if keep else 0

@@ -7,7 +7,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF
 
 from workbench.gui.colors import class_color
-from workbench.gui.plot_style import cache_axes, set_tick_texts, show_grid
+from workbench.gui.plot_style import cache_axes, set_tick_texts, set_ticks, show_grid
 from workbench.gui.widgets.view_labels import ViewLabels
 
 VALUE_GAP = 1.0  # % between a bar's end and its value
@@ -50,4 +50,4 @@ class ClassBars(pg.PlotWidget):
         set_tick_texts(self.plot.getAxis("left"), list(enumerate(names)))
         self.plot.setXRange(0, 115, padding=0)  # room for the value labels after a full bar
         self.plot.setYRange(-0.5, k - 0.5, padding=0.02)
-        self.plot.getAxis("bottom").setTicks([[(v, str(v)) for v in range(0, 101, 20)]])
+        set_ticks(self.plot.getAxis("bottom"), [[(v, str(v)) for v in range(0, 101, 20)]])

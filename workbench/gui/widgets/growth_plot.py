@@ -14,7 +14,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QColor
 
-from workbench.gui.plot_style import cache_axes, show_grid
+from workbench.gui.plot_style import cache_axes, set_ticks, show_grid
 from workbench.gui.widgets.neuron_bars import ReadoutItem
 
 
@@ -104,8 +104,8 @@ class GrowthPlot(pg.GraphicsLayoutWidget):
             self.plot.setRange(xRange=(0.0, ranges[0]), yRange=(0.0, y_top), padding=0.02)
             # a line and a count at each power of ten: the minor lines of a log axis, as bright as
             # these in an opaque grid, crowded the plot
-            self.plot.getAxis("bottom").setTicks(
-                [[(float(k), power_of_ten_text(k)) for k in range(int(np.ceil(ranges[0])) + 1)]])
+            set_ticks(self.plot.getAxis("bottom"),
+                      [[(float(k), power_of_ten_text(k)) for k in range(int(np.ceil(ranges[0])) + 1)]])
         self.set_readout("Hover over the plot to read the curves." if self.curves else "")
 
     def _on_mouse_moved(self, scene_pos: QPointF) -> None:

@@ -16,7 +16,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetrics
 
 from workbench.gui.colors import COUNT_COLORMAP
-from workbench.gui.plot_style import cache_axes, keep_axis_title_whole, set_tick_texts
+from workbench.gui.plot_style import cache_axes, keep_axis_title_whole, set_tick_texts, set_ticks
 from workbench.gui.widgets.view_labels import ViewLabels
 
 MAX_ANNOTATED_CELLS = 400  # up to 20×20 the numbers are still readable inside the cells
@@ -112,7 +112,7 @@ class Heatmap(pg.GraphicsLayoutWidget):
             left_labels = [f"{label}  {r}" for r, label in enumerate(self.row_labels)]
         # Past ~25 classes every label cannot fit: label every n-th row and column.
         col_step, row_step = max(1, -(-cols // 25)), max(1, -(-rows // 25))
-        bottom.setTicks([[(c + 0.5, t) for c, t in enumerate(bottom_labels) if c % col_step == 0]])
+        set_ticks(bottom, [[(c + 0.5, t) for c, t in enumerate(bottom_labels) if c % col_step == 0]])
         left_ticks = [(r + 0.5, t) for r, t in enumerate(left_labels) if r % row_step == 0]
         set_tick_texts(self.plot.getAxis("left"), left_ticks)
         self.plot.setLabel("bottom", self.column_title if names_fit else f"{self.column_title} (numbered as on the left)")

@@ -16,7 +16,7 @@ from PySide6.QtGui import QColor, QFontMetrics
 
 from workbench.gui.colors import MARKED, UNMARKED
 from workbench.gui.plot_style import (cache_axes, fit_tick_text_height, fit_value_axis, lay_out_before_painting,
-                                      show_grid)
+                                      set_ticks, show_grid)
 
 TICK_STEPS = (1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 5000)
 
@@ -75,7 +75,6 @@ class NeuronBarsPlot(pg.PlotItem):
         self.values = np.zeros(0)
         self.marked = np.zeros(0, np.int64)
         self.selected: int | None = None
-        self._ticks: list | None = None  # the bottom axis's ticks as last set
         self.band = pg.BarGraphItem(x=[0], height=[0], width=1.0, brush=pg.mkBrush(0, 0, 0, 28), pen=pg.mkPen(None))
         self.band.setZValue(-1)
         self.band.setVisible(False)
@@ -135,10 +134,7 @@ class NeuronBarsPlot(pg.PlotItem):
     def _update_ticks(self) -> None:
         n = len(self.values)
         column_px = self.vb.width() / n if n and self.vb.width() > 0 else 0.0
-        ticks = [neuron_ticks(n, column_px, self.getAxis("bottom"))]
-        if ticks != self._ticks:  # an axis told its ticks again renders its text again
-            self._ticks = ticks
-            self.getAxis("bottom").setTicks(ticks)
+        set_ticks(self.getAxis("bottom"), [neuron_ticks(n, column_px, self.getAxis("bottom"))])
 
     def column_at(self, scene_pos: QPointF) -> int | None:
         if not len(self.values) or not self.vb.sceneBoundingRect().contains(scene_pos):

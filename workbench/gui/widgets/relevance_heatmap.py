@@ -23,7 +23,8 @@ from PySide6.QtGui import QBrush, QColor, QFontMetrics, QPen
 from PySide6.QtWidgets import QGraphicsRectItem
 
 from workbench.gui.colors import EMPTY_CELL, MARKED, RELEVANCE_COLORMAP
-from workbench.gui.plot_style import cache_axes, fit_axis_title, keep_axis_title_whole, lay_out_before_painting
+from workbench.gui.plot_style import (cache_axes, fit_axis_title, keep_axis_title_whole, lay_out_before_painting,
+                                      set_ticks)
 from workbench.gui.widgets.neuron_bars import NeuronBarsPlot, ReadoutItem, neuron_ticks
 from workbench.gui.widgets.relevance_overlay import symmetric_limit
 
@@ -102,7 +103,6 @@ class RelevanceHeatmap(pg.GraphicsLayoutWidget):
         self.ci.layout.setRowStretchFactor(0, 3)
         self.ci.layout.setRowStretchFactor(1, 2)
         self.plot.vb.sigResized.connect(self._update_ticks)
-        self._ticks: dict[str, list] = {}  # each axis's ticks as last set
         self._layout = None  # what the axes, ticks and hatching were laid out for (`set_matrix`)
         self.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.scene().sigMouseClicked.connect(self._on_clicked)
@@ -238,12 +238,8 @@ class RelevanceHeatmap(pg.GraphicsLayoutWidget):
         column_px = self.plot.vb.width() / cols if self.plot.vb.width() > 0 else 0.0
         left = [(-MARK_STRIP / 2, f"top {len(self.top_columns)}")] if len(self.top_columns) else []
         left += [(r + 0.5, t) for r, t in enumerate(self._row_tick_labels())]
-        ticks = {"bottom": [neuron_ticks(cols, column_px, self.plot.getAxis("bottom"))],
-                 "left": [left]}  # the left axis's width is fixed by `_fit_left_axes`
-        for side, levels in ticks.items():
-            if self._ticks.get(side) != levels:  # an axis told its ticks again makes its picture again
-                self._ticks[side] = levels
-                self.plot.getAxis(side).setTicks(levels)
+        set_ticks(self.plot.getAxis("bottom"), [neuron_ticks(cols, column_px, self.plot.getAxis("bottom"))])
+        set_ticks(self.plot.getAxis("left"), [left])  # its width is fixed by `_fit_left_axes`
 
     # --- hover and click ---------------------------------------------------------------------------
 
