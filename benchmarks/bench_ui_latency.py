@@ -6,7 +6,9 @@ Model view, the Importance view (relevance over the training set, then a gallery
 explanation), the Coverage view (every default criterion on the test and training splits) and the
 Robustness view (attacking 10,000 training images for the candidate pool) and the Generation view
 (a latent search of the bundled VAE and cDCGAN from 20 seeds each, budget 60, its gallery filling in
-as seeds end). While a view's jobs run,
+as seeds end), the Labelling view (a rater answering the generated set, a key press every 150 ms, each
+answer committed to the label store) and the Compare view (the default sets profiled and compared).
+While a view's jobs run,
 a 10 ms precise timer records how late each of its ticks fires. A tick late by more than a frame
 (16 ms) is a stutter the user sees; one late by more than 100 ms is a stall.
 
@@ -34,7 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 TICK_MS = 10
-VIEWS = ("data", "model", "importance", "coverage", "robustness", "generation")
+VIEWS = ("data", "model", "importance", "coverage", "robustness", "generation", "labelling", "compare")
+ANSWERS = 40  # key presses in the Labelling view
+ANSWER_EVERY_S = 0.15  # a quick rater
 
 
 class CollectorPauses:
@@ -192,6 +196,32 @@ def pump_until(app, done, seconds: float) -> bool:
     return False
 
 
+def answer_by_keys(app, window, seconds: float) -> str:
+    """Start a labelling study of the newest generated set and answer `ANSWERS` entries by key presses,
+    one every `ANSWER_EVERY_S`, as a quick rater would; what was done, in words."""
+    from PySide6.QtTest import QTest
+
+    view = window.views["labelling"]
+    generated = [i.name for i in window.session.testset_infos() if i.source.role == "generated"]
+    if not generated:
+        return "no generated set to label (open the Generation view first)"
+    view.choose(generated[-1])
+    view.rater_edit.setText("bench")
+    view.start()
+    pump_until(app, lambda: view.labelling is not None, seconds)
+    s = view.labelling
+    if s is None:
+        return f"the study did not open: {view.status.text()}"
+    answered = 0
+    while not s.done and answered < ANSWERS:
+        entry = s.entry
+        QTest.keyClick(view.canvas, str(s.check_class(entry)) if entry.kind == "check"
+                       else s.items[entry.index].expected)
+        answered += 1
+        pump_until(app, lambda: False, ANSWER_EVERY_S)
+    return f"{answered} key presses on {generated[-1]}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=120.0, help="longest time to watch one view (default 120)")
@@ -267,6 +297,8 @@ def main() -> int:
             view.toggle()
             pump_until(app, lambda: view.result is not None and idle(), args.seconds)
             notes.append(f"Generation: {view.status.text()}")
+        if name == "labelling":  # a rater answering the generated set by key presses
+            notes.append(f"Labelling: {answer_by_keys(app, window, args.seconds)}")
         rows.append((name, probe.stop()))
         pauses[name] = collector.take()
         if name == "robustness":

@@ -48,8 +48,11 @@ def application() -> QApplication:
 # holds the interpreter lock from the window for most of its time (h5py's 30-odd extension modules:
 # 30–90 ms; SymPy, which `torch.autograd.grad` imports on its first call, in a gallery's or an
 # explanation's job: 0.35 s), and what it leaves behind stays in every later full collection's scan.
+# NumPy loads `random` and `char` on first use (a seeded sample, a split's input ids); a worker
+# process's result is unpickled on the thread that follows the worker, so the comparison's module
+# (SciPy's sparse matrices with it, 80 ms) would be imported there.
 START_UP_IMPORTS = ("h5py", "platformdirs", "torch.utils.serialization", "torch.fx.experimental.symbolic_shapes",
-                    "workbench.core.plugins")
+                    "numpy.random", "numpy.char", "workbench.core.plugins", "workbench.core.comparison.compare")
 
 
 def load_before_showing(app: QApplication) -> None:
