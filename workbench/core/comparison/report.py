@@ -203,7 +203,12 @@ def verdict(difference: dict) -> str:
     return "not supported"
 
 
+# The verdict beside the interval it comes from; the size-matched draws, the longest text, last.
+DIFFERENCE_COLUMNS = ("figure", "sets", "difference", "95 % interval", "supported", "size-matched")
+
+
 def difference_rows(data: dict) -> list[list[str]]:
+    """One row per tested difference, in `DIFFERENCE_COLUMNS` order."""
     rows = []
     for d in data["differences"]:
         key = d["figure"]
@@ -212,9 +217,9 @@ def difference_rows(data: dict) -> list[list[str]]:
         matched = d.get("size_matched")
         rows.append([data["figures"].get(key, key), f"{d['a']} − {d['b']}", f"{d['difference'] * scale:+.2f}{unit}",
                      "—" if d["low"] is None else f"[{d['low'] * scale:+.2f}, {d['high'] * scale:+.2f}]",
+                     verdict(d),
                      "—" if not matched else f"{matched['larger']} drawn to {matched['size']} inputs: "
-                                             f"[{100 * matched['low']:.1f}, {100 * matched['high']:.1f}] %",
-                     verdict(d)])
+                                             f"[{100 * matched['low']:.1f}, {100 * matched['high']:.1f}] %"])
     return rows
 
 
@@ -256,9 +261,7 @@ gap between sets of different sizes is judged by the size-matched draws.</p>
 <h2>Figures</h2>{_table(header, rows)}
 <h2>Plots</h2>{embedded}
 <h2>Differences</h2><p>The interval of a coverage difference between sets of different sizes is the size-matched
-one: the larger set drawn down to the smaller's size.</p>{_table(["figure", "sets", "difference", "95 % interval",
-                                                   "size-matched", "supported"],
-                            difference_rows(data))}
+one: the larger set drawn down to the smaller's size.</p>{_table(list(DIFFERENCE_COLUMNS), difference_rows(data))}
 <h2>What each set adds</h2>{''.join(overlap_parts)}
 {f'<h2>Notes</h2><ul>{notes}</ul>' if notes else ''}
 <h2>Provenance</h2><pre>{html.escape(json.dumps(provenance, indent=1, default=str))}</pre>

@@ -26,7 +26,8 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QGridLayout,
                                QLineEdit, QListWidget, QListWidgetItem, QPushButton, QSpinBox, QTableWidget,
                                QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
 
-from workbench.core.comparison.report import COLOURS, difference_rows, table_rows, write_csv, write_html, write_json
+from workbench.core.comparison.report import (COLOURS, DIFFERENCE_COLUMNS, difference_rows, table_rows, write_csv,
+                                              write_html, write_json)
 from workbench.core.comparison.report import verdict as verdict_text
 from workbench.gui.jobs import IO, LONG
 from workbench.gui.keyed_jobs import KeyedJobs
@@ -198,10 +199,9 @@ class CompareView(QWidget):
         pick.addWidget(self.against_button)
         adds_layout.addLayout(pick)
         adds_layout.addWidget(self.unique_grid, 1)
-        self.differences = QTableWidget(0, 6)
+        self.differences = QTableWidget(0, len(DIFFERENCE_COLUMNS))
         self.differences.setObjectName("compareDifferences")
-        self.differences.setHorizontalHeaderLabels(["Figure", "Sets", "Difference", "95 % interval", "Size-matched",
-                                                    "Supported"])
+        self.differences.setHorizontalHeaderLabels([c[0].upper() + c[1:] for c in DIFFERENCE_COLUMNS])
         self.differences.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.differences.setSortingEnabled(True)
         self.differences.horizontalHeader().setStretchLastSection(True)
@@ -390,11 +390,15 @@ class CompareView(QWidget):
         rows = difference_rows(self.comparison.to_dict())
         self.differences.setSortingEnabled(False)
         self.differences.setRowCount(len(rows))
+        sets = DIFFERENCE_COLUMNS.index("sets")
         for r, row in enumerate(rows):
             for c, text in enumerate(row):
-                self.differences.setItem(r, c, QTableWidgetItem(str(text)))
+                item = QTableWidgetItem(str(text).replace(" − ", " −\n", 1) if c == sets else str(text))
+                item.setToolTip(str(text))
+                self.differences.setItem(r, c, item)
         self.differences.setSortingEnabled(True)
-        self.differences.resizeColumnsToContents()
+        self.differences.resizeColumnsToContents()  # the last column, the longest text, stretches to the edge
+        self.differences.resizeRowsToContents()
 
     # --- plots ------------------------------------------------------------------------------------------
 

@@ -388,20 +388,26 @@ class LabelingView(QWidget):
             self._resume()
 
     def _resume(self) -> None:
-        """Go back to the study this rater answered last, where they stopped (a reopened app goes on)."""
+        """Go back to the study this rater answered last, where they stopped (a reopened app goes on).
+        The rater's history is read in a job: a long one is many rows of the label store."""
         path = store_path(self.session.project)
         rater = self.rater_edit.text().strip()
         if not rater or not path.exists():
             return
-        try:
-            with LabelStore(path, read_only=True) as store:
-                mine = store.history(rater=rater)
-        except WorkbenchError as exc:
-            self.status.setText(error_text(exc))
-            return
-        if mine and self.testset_box.findData(mine[-1].testset) >= 0:
-            self.choose(mine[-1].testset)
+        job = self.jobs.run(("resume", rater), f"Find where {rater} stopped labelling", _last_study, path, rater,
+                            uses_device=False, lane=IO, view="labelling", report_errors=False,
+                            then=self._resumed)
+        if job is not None:
+            job.failed.connect(lambda exc: self.status.setText(error_text(exc)) if self._idle() else None)
+
+    def _resumed(self, testset: str | None) -> None:
+        if testset is not None and self._idle() and self.testset_box.findData(testset) >= 0:
+            self.choose(testset)
             self.start()
+
+    def _idle(self) -> bool:
+        """No study is open or being opened: what the rater started since is not overridden by a resume."""
+        return self.labelling is None and self.start_button.isEnabled()  # `start` disables it until it ends
 
     def _fill_testsets(self) -> None:
         current = self.testset_box.currentData()
@@ -812,6 +818,13 @@ def _login() -> str:
 
 
 # --- jobs (run off the UI thread) ------------------------------------------------------------------------------
+
+def _last_study(ctx, path, rater) -> str | None:
+    """The test set `rater` answered last in the label store at `path`, or None."""
+    with LabelStore(path, read_only=True) as store:
+        mine = store.history(rater=rater)
+    return mine[-1].testset if mine else None
+
 
 def _open_study(ctx, project, name, dataset, check_every, rater, mode, order):
     """The study and the rater's session of it, with the label store opened and checked here, off the UI
