@@ -315,7 +315,9 @@ def main() -> int:
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(r"workbench|pyqtgraph", 40)
     if sampler is not None:
         sampler.report()
-    placements = sorted({(job.name, job.record.where) for job in window.runner.jobs if job.record.lane == "long"})
+    placements = sorted({(job.name, job.record.where or ("not started" if job.record.state == "queued" else
+                                                          "the window's process"))
+                         for job in window.runner.jobs if job.record.lane in ("long", "interactive")})
     window.runner.shutdown()
     window.close()
 
@@ -334,9 +336,9 @@ def main() -> int:
         print(f"{name:<30} {len(late):>6} {p50:>7.1f} {p99:>7.1f} {top:>7.0f} {int((late > 16).sum()):>8} "
               f"{int((late > 100).sum()):>9} {max(pauses.get(name) or [0]):>14.0f}")
     print(f"Splash (PyTorch and the first collection) {splash_s:.1f} s; window shown {shown_s:.1f} s after start.")
-    print(f"Long jobs ({args.long_jobs} mode), where they ran:")
+    print(f"Long and interactive jobs ({args.long_jobs} mode), where they ran:")
     for name, where in placements:
-        print(f"  {name}: {where or 'not started'}")
+        print(f"  {name}: {where}")
     for note in notes:
         print(note)
     print(f"Imported on other threads after the window showed: {len(late_imports.names)} modules"

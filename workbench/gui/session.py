@@ -342,6 +342,7 @@ class Session(QObject):
         name = f"{'Load evaluation of' if stored else 'Evaluate'} {model} on {data.name}:{split}"
         return self._evaluations.run(key, name, evaluate_stored, bundle.model, data, inputs, model_name=model,
                                      fingerprint=bundle.fingerprint, lane=IO if stored else INTERACTIVE,
+                                     portable=not stored,  # a forward pass here holds the window's lock
                                      project=self.project, reuse=not force, view="model", report_errors=True)
 
     def delete_result(self, name: str) -> None:
