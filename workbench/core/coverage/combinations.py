@@ -58,17 +58,12 @@ class CodeCounter:
         self._code_counts = np.zeros(0, dtype=np.int64)  # … and their counts
 
     def add(self, codes: np.ndarray) -> None:
+        """Add one input in each of `codes`."""
         codes = np.asarray(codes, dtype=np.int64).reshape(-1)
-        if not len(codes):
-            return
-        if self.dense:
+        if self.dense:  # a bincount beats a scattered add when most codes are hit
             self._counts += np.bincount(codes, minlength=self.size)
-            return
-        new, counts = np.unique(codes, return_counts=True)
-        merged = np.concatenate([self._codes, new])
-        weights = np.concatenate([self._code_counts, counts])
-        self._codes, inverse = np.unique(merged, return_inverse=True)
-        self._code_counts = np.bincount(inverse, weights=weights).astype(np.int64)
+        elif len(codes):
+            self.add_counts(*np.unique(codes, return_counts=True))
 
     def add_counts(self, codes: np.ndarray, counts: np.ndarray) -> None:
         """Add `counts[i]` inputs in code `codes[i]` (another counter's `items()`)."""

@@ -18,39 +18,31 @@ class NeuronStats:
         self.min = self.max = self.mean = self._m2 = None
 
     def add(self, values: np.ndarray) -> None:
+        """Add a batch of inputs' values, (B, neurons)."""
         v = np.asarray(values, dtype=np.float64)
         if not len(v):
             return
-        b = len(v)
-        b_mean = v.mean(axis=0)
-        b_m2 = ((v - b_mean) ** 2).sum(axis=0)
-        if self.n == 0:
-            self.min, self.max, self.mean, self._m2 = v.min(axis=0), v.max(axis=0), b_mean, b_m2
-        else:
-            if v.shape[1] != len(self.mean):
-                raise ValueError(f"{v.shape[1]} neurons after {len(self.mean)}")
-            np.minimum(self.min, v.min(axis=0), out=self.min)
-            np.maximum(self.max, v.max(axis=0), out=self.max)
-            total = self.n + b
-            delta = b_mean - self.mean
-            self.mean = self.mean + delta * (b / total)
-            self._m2 = self._m2 + b_m2 + delta ** 2 * (self.n * b / total)
-        self.n += b
+        mean = v.mean(axis=0)
+        self._combine(len(v), v.min(axis=0), v.max(axis=0), mean, ((v - mean) ** 2).sum(axis=0))
 
     def merge(self, other: "NeuronStats") -> None:
-        """Add the statistics of other inputs (Chan et al.'s pairwise update, as for a batch)."""
-        if other.n == 0:
-            return
+        """Add the statistics of other inputs, as if their values were a batch."""
+        if other.n:
+            self._combine(other.n, other.min, other.max, other.mean, other._m2)
+
+    def _combine(self, n: int, low: np.ndarray, high: np.ndarray, mean: np.ndarray, m2: np.ndarray) -> None:
+        """Chan et al.'s pairwise update with the statistics of `n` more inputs."""
         if self.n == 0:
-            self.n, self.min, self.max = other.n, other.min.copy(), other.max.copy()
-            self.mean, self._m2 = other.mean.copy(), other._m2.copy()
+            self.n, self.min, self.max, self.mean, self._m2 = n, low.copy(), high.copy(), mean.copy(), m2.copy()
             return
-        total = self.n + other.n
-        delta = other.mean - self.mean
-        np.minimum(self.min, other.min, out=self.min)
-        np.maximum(self.max, other.max, out=self.max)
-        self.mean = self.mean + delta * (other.n / total)
-        self._m2 = self._m2 + other._m2 + delta ** 2 * (self.n * other.n / total)
+        if len(mean) != len(self.mean):
+            raise ValueError(f"{len(mean)} neurons after {len(self.mean)}")
+        np.minimum(self.min, low, out=self.min)
+        np.maximum(self.max, high, out=self.max)
+        total = self.n + n
+        delta = mean - self.mean
+        self.mean = self.mean + delta * (n / total)
+        self._m2 = self._m2 + m2 + delta ** 2 * (self.n * n / total)
         self.n = total
 
     @property
