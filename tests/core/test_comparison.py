@@ -6,6 +6,7 @@ the reports (HTML with its plots, CSV, JSON), and bad input."""
 from __future__ import annotations
 
 import csv
+import html
 import json
 import re
 
@@ -14,7 +15,7 @@ import pytest
 
 from workbench.core.comparison.compare import compare_testsets
 from workbench.core.comparison.items import covered_items
-from workbench.core.comparison.report import write_csv, write_html, write_json
+from workbench.core.comparison.report import DIFFERENCE_COLUMNS, verdict, write_csv, write_html, write_json
 from workbench.core.coverage.measure import measure_coverage
 from workbench.core.errors import WorkbenchError
 from workbench.core.jobs import JobContext
@@ -144,6 +145,25 @@ def test_the_reports(setting, tmp_path):
     document = json.loads(write_json(data, tmp_path / "r.json").read_text())
     assert [s["name"] for s in document["sets"]] == comparison.names() == ["fashion-tiny:test[first=120]",
                                                                           "fashion-tiny:test[misclassified]", "gen"]
+
+
+def test_the_differences_table_puts_each_verdict_beside_its_interval(setting, tmp_path):
+    """The HTML report's Differences table (and the Compare view's, built from the same rows): the columns
+    in `DIFFERENCE_COLUMNS` order, and each row's verdict is its own difference's, read from the page."""
+    _, comparison = setting
+    differences = comparison.to_dict()["differences"]
+    page = write_html(comparison, tmp_path / "r.html").read_text()
+    table = re.search(r"<h2>Differences</h2>.*?<table>(.*?)</table>", page, re.S).group(1)
+    header = [html.unescape(h) for h in re.findall(r"<th>(.*?)</th>", table)]
+    cells = [[html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", row)]
+             for row in re.findall(r"<tr>(.*?)</tr>", table)[1:]]
+    assert header == list(DIFFERENCE_COLUMNS) == ["figure", "sets", "difference", "95 % interval", "supported",
+                                                  "size-matched"]
+    assert len(cells) == len(differences) > 0
+    for row, d in zip(cells, differences):
+        assert row[1] == f"{d['a']} − {d['b']}" and row[4] == verdict(d)
+        assert row[3].startswith("—" if d["low"] is None else "[")
+        assert ("drawn to" if d.get("size_matched") else "—") in row[5]
 
 
 def test_bad_input_is_refused(setting, fashion_tiny, lenet5_fashion):

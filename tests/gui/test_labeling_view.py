@@ -147,6 +147,26 @@ def test_resuming_in_a_new_window_continues_where_the_rater_stopped(qtbot, open_
     assert s.answered() == 2 and s.input_id(s.entry) == queue[position - 1]
 
 
+def test_a_resume_never_overrides_a_study_the_rater_started_meanwhile(qtbot, open_window, settle):
+    """Where a rater stopped is read in a job; when it answers after the rater has opened another set by
+    hand, the open study stays (opening the rater's last set with nothing open: the test above)."""
+    window = open_window()
+    settle(window)
+    make_generated_set(window)
+    make_generated_set(window, "generated-other")
+    key(qtbot, start(qtbot, window), Qt.Key.Key_1)  # ann answered generated-test last
+    window.close()
+    again = open_window(project=type(window.session.project).open(window.session.project.folder))
+    settle(again)
+    view = start(qtbot, again, name="generated-other")  # opening the view starts the resume's job too
+    qtbot.waitUntil(again.runner.is_idle, timeout=TIMEOUT_MS)
+    assert view.labelling.name == "generated-other"
+    view._resumed("generated-test")  # the resume's answer, late
+    qtbot.wait(200)
+    qtbot.waitUntil(again.runner.is_idle, timeout=TIMEOUT_MS)  # (a study it opened would be open now)
+    assert view.labelling.name == "generated-other" and view.labelling.answered() == 0
+
+
 def test_the_key_map_is_configurable_and_conflicts_are_refused(qtbot, settled_window):
     window = settled_window
     make_generated_set(window)
