@@ -169,6 +169,32 @@ def test_a_jobs_notices_reach_its_record_the_runner_and_the_jobs_panel(qtbot, ru
     assert item.text(4) == "done; Second." and texts[0] in item.toolTip(4)
 
 
+@pytest.mark.parametrize("long_jobs", ["thread", "process"])
+def test_only_a_job_whose_work_runs_as_shards_is_shown_with_them(qtbot, qapp, long_jobs):
+    """With shards chosen for long jobs, the jobs panel names them beside the device of a job that did
+    shard (on a lane's thread or in its worker process), and not beside one that ran in one pass."""
+    import lane_jobs
+
+    from workbench.core.sharding import Distribution
+    from workbench.gui.jobs import LONG, PROCESS, THREAD
+    from workbench.gui.widgets.jobs_panel import JobsPanel
+
+    runner = JobRunner(long_jobs={"thread": THREAD, "process": PROCESS}[long_jobs])
+    runner.distribution = Distribution("local", shards=3)
+    panel = JobsPanel(runner)
+    qtbot.addWidget(panel)
+    sharded = runner.submit("sum in shards", lane_jobs.sum_of_range, 30, device="cpu", lane=LONG)
+    whole = runner.submit("sum in one pass", lane_jobs.sum_in_one_pass, 30, device="cpu", lane=LONG)
+    qtbot.waitUntil(lambda: runner.is_idle(), timeout=60000)
+    assert sharded.result == whole.result == sum(range(30))
+    assert (sharded.record.shards, sharded.record.shards_short) == ("this machine, 3 shards", "3 shards")
+    assert panel.item(sharded).text(3) == "CPU · 3 shards" and "its shards run on this machine" in \
+        panel.item(sharded).toolTip(3)
+    assert whole.record.shards == whole.record.shards_short == ""
+    assert panel.item(whole).text(3) == "CPU" and "shard" not in panel.item(whole).toolTip(3)
+    assert runner.shutdown(10000)
+
+
 def garbage_job(ctx, rounds: int):
     """Makes cyclic garbage on the worker thread, enough to trigger the collector many times over."""
     for _ in range(rounds):

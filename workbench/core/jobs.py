@@ -58,7 +58,7 @@ class JobContext:
 
     def __init__(self, device: str = "auto", on_progress: ProgressCallback | None = None,
                  on_partial: PartialCallback | None = None, cancel_event=None,
-                 on_notice: NoticeCallback | None = None, distribution=None):
+                 on_notice: NoticeCallback | None = None, distribution=None, on_shards=None):
         self._device_name = device
         # where a job that can shard runs its shards (`core.sharding.Distribution`); None: as it always ran
         self.distribution = distribution
@@ -66,6 +66,7 @@ class JobContext:
         self._on_progress = on_progress
         self._on_partial = on_partial
         self._on_notice = on_notice
+        self._on_shards = on_shards  # told the distribution when the job's work runs as shards
         self.notices: list[str] = []  # every notice of the job, its sub-steps' included
         # Any object with set() and is_set(): a worker process's job checks an event its parent sets.
         self._cancel = cancel_event if cancel_event is not None else threading.Event()
@@ -119,6 +120,7 @@ class JobContext:
         sub = JobContext(self._device_name, distribution=self.distribution)
         sub._device, sub._cancel, sub._keeping = self._device, self._cancel, self._keeping
         sub.notices, sub._on_notice = self.notices, self._on_notice  # a sub-step's notice is the job's
+        sub._on_shards = self._on_shards
         return sub
 
     def reporting_to(self, on_progress: ProgressCallback) -> "JobContext":
@@ -155,6 +157,13 @@ class JobContext:
         self.notices.append(text)
         if self._on_notice is not None:
             self._on_notice(text)
+
+    def runs_shards(self, distribution) -> None:
+        """Say that the job's work runs as shards, where `distribution` says (`core.sharding.Distribution`):
+        the jobs panel shows it beside the device. Only a job that does shard says so; one that cannot
+        shard runs in one pass whatever the user chose."""
+        if self._on_shards is not None:
+            self._on_shards(distribution)
 
 
 class InlineExecutor:

@@ -132,7 +132,9 @@ def running_here(ctx: JobContext) -> JobContext:
 
 def run_plan(ctx: JobContext, plan: ShardPlan):
     """Run `plan` where the job's context says (`ctx.distribution`), and return its merged result."""
-    return executor_for(distribution_of(ctx)).run(ctx, plan)
+    distribution = distribution_of(ctx)
+    ctx.runs_shards(distribution)
+    return executor_for(distribution).run(ctx, plan)
 
 
 def input_ranges(ctx: JobContext, total: int, batch: int) -> list[tuple[int, int]]:

@@ -341,6 +341,8 @@ class ProcessExecutor:
                 ctx.partial(_loads(message[1], self._own, _receive_buffers(conn, message[2])))
             elif kind == "notice":
                 ctx.notice(message[1])
+            elif kind == "shards":
+                ctx.runs_shards(message[1])
             elif kind == "device":
                 if on_device is not None:
                     on_device(message[1])
@@ -483,7 +485,8 @@ def _run_one(conn, cancel, call, back) -> None:
 
     ctx = JobContext(device, on_progress=progress, distribution=distribution,
                      on_partial=lambda result: _send_pickled(conn, "partial", pickled=_dumps_back(result, back)),
-                     cancel_event=cancel, on_notice=lambda text: conn.send(("notice", text)))
+                     cancel_event=cancel, on_notice=lambda text: conn.send(("notice", text)),
+                     on_shards=lambda distribution: conn.send(("shards", distribution)))
     try:
         conn.send(("device", device_description(ctx.device)))
         if folder is None:

@@ -75,7 +75,7 @@ class JobRecord:
     lane: str = LONG
     view: str = ""  # the view that shows the result (double-clicking the job opens it)
     where: str = ""  # where a long job runs: the worker process, or this one (and why)
-    shards: str = ""  # where a long job that can shard runs its shards (a Ray cluster), when not in one pass
+    shards: str = ""  # where the job's shards run (a Ray cluster), once its work runs as shards
     shards_short: str = ""  # the same in a word or two, for the device column ("Ray")
     saved: list[str] = field(default_factory=list)  # artifacts the job committed to the project
     notices: list[str] = field(default_factory=list)  # what the job decided for the user (JobContext.notice)
@@ -107,6 +107,7 @@ class _Bridge(QObject):
     progress = Signal(int, int, str)
     partial = Signal(object)
     notice = Signal(str)
+    shards = Signal(object)  # the `Distribution` the job's work runs its shards on
     saved = Signal(list, list)  # artifacts committed, results that could not be stored (before finished)
     finished = Signal(object)
     failed = Signal(object, str)
@@ -168,12 +169,13 @@ class Job(QObject):
         self.bridge = _Bridge(self)
         self._last_progress = 0.0
         self.ctx = JobContext(device, on_progress=self._progress_from_worker, on_partial=self.bridge.partial.emit,
-                              on_notice=self.bridge.notice.emit)
+                              on_notice=self.bridge.notice.emit, on_shards=self.bridge.shards.emit)
         self.bridge.started.connect(self._on_started)
         self.bridge.device.connect(self._on_device)
         self.bridge.progress.connect(self._on_progress)
         self.bridge.partial.connect(self.partial)
         self.bridge.notice.connect(self._on_notice)
+        self.bridge.shards.connect(self._on_shards)
         self.bridge.saved.connect(self._on_saved)
         self.bridge.finished.connect(self._on_finished)
         self.bridge.failed.connect(self._on_failed)
@@ -218,6 +220,11 @@ class Job(QObject):
     def _on_notice(self, text: str) -> None:
         self.record.notices.append(text)
         self.notice.emit(text)
+
+    def _on_shards(self, distribution) -> None:
+        r = self.record
+        r.shards, r.shards_short = distribution.describe(), distribution.short()
+        self.device_known.emit(r.device)  # where it runs is known: the panel's row shows it
 
     def _on_saved(self, committed: list, unsaved: list) -> None:
         self.record.saved, self.record.unsaved = list(committed), list(unsaved)
@@ -321,8 +328,7 @@ class JobRunner(QObject):
                   executor=self.executors.get(lane) if (lane == LONG if portable is None else portable) else None)
         job.report_errors = report_errors
         if lane == LONG and self.distribution is not None and self.distribution.sharded:
-            job.ctx.distribution = self.distribution
-            record.shards, record.shards_short = self.distribution.describe(), self.distribution.short()
+            job.ctx.distribution = self.distribution  # the record says so once the job's work does shard
         job.started.connect(lambda: self.job_changed.emit(job))
         job.device_known.connect(lambda device: self._on_device(job, device))
         job.progress.connect(lambda *_: self.job_changed.emit(job))

@@ -168,7 +168,7 @@ class JobsPanel(QWidget):
         item.setText(2, self._time_text(job))
         item.setText(3, (r.device or "—") + (f" · {r.shards_short}" if r.shards_short else ""))
         where = f"{r.device}; runs in the {r.where}" if r.where else r.device
-        item.setToolTip(3, where + (f"; what it can shard runs on {r.shards}" if r.shards else ""))
+        item.setToolTip(3, where + (f"; its shards run on {r.shards}" if r.shards else ""))
         status = {QUEUED: self._waiting_text(job), RUNNING: r.message or "running"}.get(r.state, r.state)
         if r.state in (CANCELLED, FAILED) and r.message:
             status = f"{r.state}: {r.message}"
