@@ -152,6 +152,25 @@ def test_training_from_the_gui_updates_the_curves_and_adds_the_model(qtbot, sett
     assert window.session.evaluation("lenet1-gui", "fashion-mnist", "test") is not None
 
 
+def test_the_training_form_keeps_its_dataset_box_through_saves_and_lists_a_new_dataset(qtbot, settled_window):
+    """A save that leaves the project's datasets as they were (most do) leaves the Training view's dataset
+    box untouched; a dataset added to the project appears in it, with the chosen one still chosen."""
+    window = settled_window
+    view = window.views["training"]
+    box = view.dataset_box
+    chosen, count = view.current_dataset(), box.count()
+    removed = []
+    box.model().rowsRemoved.connect(lambda *_: removed.append(1))
+    for _ in range(3):
+        window.session.project_changed.emit()  # what every committed result announces
+    assert not removed and box.count() == count and view.current_dataset() == chosen
+
+    window.session.project.add_dataset("mnist")
+    window.session.project_changed.emit()
+    assert box.count() == count + 1 and view._datasets[-1] == "mnist"
+    assert view.current_dataset() == chosen
+
+
 def test_closing_the_window_during_training_stops_it_and_leaves_nothing(qtbot, open_window, settle):
     window = open_window()
     settle(window)

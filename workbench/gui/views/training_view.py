@@ -134,12 +134,17 @@ class TrainingView(QWidget):
         return self._arch_names[i] if 0 <= i < len(self._arch_names) else None
 
     def _fill_datasets(self) -> None:
+        datasets = list(self.session.project.datasets)
+        titles = [self.session.dataset_title(spec) for spec in datasets]
+        shown = [self.dataset_box.itemText(i) for i in range(self.dataset_box.count())]
+        if datasets and datasets == self._datasets and titles == shown:
+            return  # a save that left the project's datasets as they were (most do)
         keep = self.current_dataset() or self.selection.dataset
-        self._datasets = self.session.project.datasets
+        self._datasets = datasets
         self.dataset_box.blockSignals(True)
         self.dataset_box.clear()
-        for spec in self._datasets:
-            self.dataset_box.addItem(self.session.dataset_title(spec))
+        for spec, title in zip(datasets, titles):
+            self.dataset_box.addItem(title)
             self.dataset_box.setItemData(self.dataset_box.count() - 1, spec, Qt.ItemDataRole.ToolTipRole)
         if keep in self._datasets:
             self.dataset_box.setCurrentIndex(self._datasets.index(keep))
