@@ -20,7 +20,7 @@ def sum_of_range(ctx, n: int) -> int:
     from workbench.core.sharding import input_ranges, run_plan, sharding
 
     if not sharding(ctx):
-        return sum(range(n))
+        return sum_in_one_pass(ctx, n)
     return run_plan(ctx, range_plan("sum", None, input_ranges(ctx, n, 1), sum_of_piece, sum))
 
 

@@ -169,17 +169,17 @@ def test_a_jobs_notices_reach_its_record_the_runner_and_the_jobs_panel(qtbot, ru
     assert item.text(4) == "done; Second." and texts[0] in item.toolTip(4)
 
 
-@pytest.mark.parametrize("long_jobs", ["thread", "process"])
+@pytest.mark.parametrize("long_jobs", ["thread", "process"])  # gui.jobs.THREAD, PROCESS
 def test_only_a_job_whose_work_runs_as_shards_is_shown_with_them(qtbot, qapp, long_jobs):
     """With shards chosen for long jobs, the jobs panel names them beside the device of a job that did
     shard (on a lane's thread or in its worker process), and not beside one that ran in one pass."""
     import lane_jobs
 
     from workbench.core.sharding import Distribution
-    from workbench.gui.jobs import LONG, PROCESS, THREAD
+    from workbench.gui.jobs import LONG
     from workbench.gui.widgets.jobs_panel import JobsPanel
 
-    runner = JobRunner(long_jobs={"thread": THREAD, "process": PROCESS}[long_jobs])
+    runner = JobRunner(long_jobs=long_jobs)
     runner.distribution = Distribution("local", shards=3)
     panel = JobsPanel(runner)
     qtbot.addWidget(panel)

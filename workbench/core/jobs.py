@@ -20,6 +20,7 @@ from workbench.core.errors import Cancelled
 ProgressCallback = Callable[[int, int, str], None]
 PartialCallback = Callable[[Any], None]
 NoticeCallback = Callable[[str], None]
+ShardsCallback = Callable[[Any], None]  # given the job's `core.sharding.Distribution`
 STAGE_SCALE = 1000  # progress steps of a job made of stages
 
 
@@ -58,7 +59,8 @@ class JobContext:
 
     def __init__(self, device: str = "auto", on_progress: ProgressCallback | None = None,
                  on_partial: PartialCallback | None = None, cancel_event=None,
-                 on_notice: NoticeCallback | None = None, distribution=None, on_shards=None):
+                 on_notice: NoticeCallback | None = None, distribution=None,
+                 on_shards: ShardsCallback | None = None):
         self._device_name = device
         # where a job that can shard runs its shards (`core.sharding.Distribution`); None: as it always ran
         self.distribution = distribution

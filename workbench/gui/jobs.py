@@ -152,6 +152,7 @@ class Job(QObject):
 
     started = Signal()
     device_known = Signal(str)
+    shards_known = Signal()  # its work runs as shards: the record says where
     progress = Signal(int, int, str)
     partial = Signal(object)
     notice = Signal(str)
@@ -224,7 +225,7 @@ class Job(QObject):
     def _on_shards(self, distribution) -> None:
         r = self.record
         r.shards, r.shards_short = distribution.describe(), distribution.short()
-        self.device_known.emit(r.device)  # where it runs is known: the panel's row shows it
+        self.shards_known.emit()
 
     def _on_saved(self, committed: list, unsaved: list) -> None:
         self.record.saved, self.record.unsaved = list(committed), list(unsaved)
@@ -331,6 +332,7 @@ class JobRunner(QObject):
             job.ctx.distribution = self.distribution  # the record says so once the job's work does shard
         job.started.connect(lambda: self.job_changed.emit(job))
         job.device_known.connect(lambda device: self._on_device(job, device))
+        job.shards_known.connect(lambda: self.job_changed.emit(job))
         job.progress.connect(lambda *_: self.job_changed.emit(job))
         job.notice.connect(lambda text: self.job_notice.emit(job, text))
         job.ended.connect(lambda: self._on_ended(job))
