@@ -197,6 +197,12 @@ def load_model_and_data(args):
     return model, dataset
 
 
+def record_model(project, args) -> None:
+    """List the model a stored result was made with in the project, with its architecture where the
+    command was told it (a plain state_dict file loads again only with it)."""
+    project.add_model(args.model, arch=getattr(args, "arch", None))
+
+
 def dataset_key(dataset) -> str:
     return dataset.recipe.get("name", dataset.name)
 

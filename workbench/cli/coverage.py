@@ -15,6 +15,7 @@ from workbench.cli.common import (
     emit,
     importance_rule,
     notify,
+    record_model,
     run_job,
     with_subset,
 )
@@ -201,7 +202,7 @@ def cmd_coverage(args) -> int:
 
     results, device = run_job(args, lambda ctx: run_staged(ctx, job, project))
     if project:
-        project.add_model(args.model)
+        record_model(project, args)
     files = _save_states(args.save_state, results, model, dataset) if args.save_state else []
     payload = _coverage_payload(args, model, dataset, test.name, layer, results, files, device,
                                 time.monotonic() - started)

@@ -11,7 +11,7 @@ from pathlib import Path
 from workbench.cli.arguments import integer, real, text
 from workbench.cli.common import (EXIT_CANCELLED, add_common, add_distribution, add_loading, add_model_data,
                                   check_creatable, command_line, dataset_key, emit, error, load_model_and_data,
-                                  make_context, run_job)
+                                  make_context, record_model, run_job)
 
 NO_CLASSIFIER = "none"
 
@@ -209,6 +209,7 @@ def cmd_generate(args) -> int:
                          "searched from them.")
     exported = None
     if result.saved:
+        record_model(project, args)
         lines.append(f"Stored as test set {name!r} in {project.folder}.")
     if args.export and result.arrays:
         testset = from_artifact(project, name, list(dataset.class_names)) if result.saved else result.testset()

@@ -13,6 +13,7 @@ from workbench.cli.common import (
     add_rule_options,
     emit,
     importance_rule,
+    record_model,
     run_job,
 )
 
@@ -129,7 +130,7 @@ def cmd_importance(args) -> int:
     (importance, top, conservation, ablation, gallery), device = run_job(
         args, lambda ctx: run_staged(ctx, job, project))
     if project:
-        project.add_model(args.model)
+        record_model(project, args)
     files = save_gallery_png(gallery, dataset, args.out) if gallery else []
     seconds = time.monotonic() - started
     payload = _importance_payload(args, model, dataset, importance, top, conservation, ablation, gallery, files,

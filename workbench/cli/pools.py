@@ -33,6 +33,7 @@ from workbench.cli.common import (
     load_model_and_data,
     notify,
     parse_list,
+    record_model,
     run_job,
     stats,
     stats_line,
@@ -164,7 +165,7 @@ def cmd_attack(args) -> int:
         project = target.open(key)
         artifact = save_pool(project, name, pool, model=model.name, model_fingerprint=model.fingerprint(),
                              dataset=key, split=args.split, eps_source=eps_source, command=command_line(args))
-        project.add_model(args.model)
+        record_model(project, args)
     attempted, succeeded = pool.params["attempted"], pool.params["succeeded"]
     result = {
         "model": model.name, "model_fingerprint": model.fingerprint(), "dataset": key, "split": args.split,
@@ -476,7 +477,7 @@ def cmd_fuzz(args) -> int:
             if merged is not None:
                 merged_artifact = save_pool(staged, merged_name, merged, merged_from=[args.join_pool, name],
                                             **{k: v for k, v in how.items() if k != "eps_source"})
-        project.add_model(args.model)
+        record_model(project, args)
     result = {
         "model": model.name, "model_fingerprint": model.fingerprint(), "dataset": key, "split": args.split,
         "eps": eps, "eps_source": eps_source, "tests": len(tests), "seeds_drawn": p["seeds_drawn"],

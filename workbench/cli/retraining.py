@@ -31,6 +31,7 @@ from workbench.cli.common import (
     error,
     load_model_and_data,
     parse_list,
+    record_model,
     run_job,
     say,
 )
@@ -221,7 +222,7 @@ def cmd_retrain(args) -> int:
                   "setup": result.setup}
         _save_run(project, name, "experiment", result.rows, params, command=command_line(args))
         artifact = name
-        project.add_model(args.model)
+        record_model(project, args)
         if out:
             project.add_model(out)
     baseline = result.setup["baseline"]
@@ -334,7 +335,7 @@ def cmd_converge(args) -> int:
                   "fp_test": fp_test.summary()}
         _save_run(project, name, "convergence", result.rounds, params, command=command_line(args))
         artifact = name
-        project.add_model(args.model)
+        record_model(project, args)
     payload = {
         "model": model.name, "model_fingerprint": model.fingerprint(), "dataset": key, "eps": eps,
         "eps_source": eps_source, "requirement": args.requirement, "met": result.met,
@@ -411,7 +412,7 @@ def cmd_experiment_robot(args) -> int:
         _save_run(project, name, "experiment", result.rows, {**result.params, "setup": result.setup},
                   command=command_line(args), files=files)
         artifact = name
-        project.add_model(args.model)
+        record_model(project, args)
     baseline = result.setup["baseline"]
     tables = {m: experiment_table(result, m) for m in TABLE_METRICS}
     payload = {

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from workbench.cli.arguments import integer, output_file, real, text
-from workbench.cli.common import add_common, add_subset_options, emit, make_context, run_job, with_subset
+from workbench.cli.common import add_common, add_subset_options, emit, make_context, record_model, run_job, with_subset
 
 
 def add_parsers(sub) -> None:
@@ -95,7 +95,7 @@ def cmd_evaluate(args) -> int:
         split = resolve(project, with_subset(args, split), dataset, model=model, download=args.download)
     result, device = run_job(args, lambda ctx: evaluate(ctx, model, dataset, split))
     if project and isinstance(split, str):  # a whole split's evaluation is stored (a subset's is not)
-        project.add_model(args.model)
+        record_model(project, args)
         save_evaluation(project, model, dataset, args.split, result, device)
     confusion = result["confusion"]
     where = split if isinstance(split, str) else split.name
