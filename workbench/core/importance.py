@@ -148,7 +148,8 @@ LRP_PASSES = 3  # what one input's relevance costs, in forward passes (a forward
 
 def compute_importance(ctx: JobContext, model, dataset, layer: str | NeuronDefinition, rule="lrp-0",
                        per_class: bool = False, batch_size: int = 256, project=None, *, split: str = "train",
-                       max_inputs: int | None = None, seed: int = 0) -> ImportanceResult:
+                       max_inputs: int | None = None, seed: int = 0,
+                       stored_only: bool = False) -> ImportanceResult | None:
     """Relevance of every neuron of `layer`, summed over the correctly classified inputs of `split`.
 
     `model` is a `LoadedModel`; `dataset` a `Dataset`. `layer` is a layer name or a
@@ -156,7 +157,8 @@ def compute_importance(ctx: JobContext, model, dataset, layer: str | NeuronDefin
     "post"). `rule` is a rule name ('lrp-0', 'epsilon', 'z+', 'alpha-beta'), a `Rule`, or an
     `lrp.Composite` (which also picks the max-pool variant). `max_inputs` scans a seeded random
     sample of that many images instead of the whole split. With a `project`, an artifact made the
-    same way is reused, and a new result is saved as one.
+    same way is reused, and a new result is saved as one; `stored_only` reads that artifact and
+    computes nothing (None when there is none).
     """
 
     from workbench.core.lrp import LRP, as_composite
@@ -201,6 +203,8 @@ def compute_importance(ctx: JobContext, model, dataset, layer: str | NeuronDefin
                 total = result.inputs
                 ctx.progress(total, total, "importance (reused)")
                 return result
+    if stored_only:
+        return None
 
     total = len(data) if indices is None else len(indices)
     inputs = RelevanceInputs(module, composite, data, indices, definition, bool(per_class), num_classes,

@@ -18,6 +18,7 @@ from PySide6.QtGui import QAction, QBrush, QFont
 from PySide6.QtWidgets import (
     QApplication,
     QFileDialog,
+    QHeaderView,
     QMenu,
     QMessageBox,
     QTreeWidget,
@@ -63,6 +64,9 @@ class ProjectPanel(QWidget):
         self.tree.setHeaderHidden(True)
         self.tree.setUniformRowHeights(True)
         self.tree.setIndentation(12)  # labels are long; the groups are one level deep
+        # a long artifact name is scrolled to, never cut short
+        self.tree.header().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.tree.header().setStretchLastSection(False)
         self.tree.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.tree.customContextMenuRequested.connect(self._context_menu)
         self.tree.itemActivated.connect(self._activate)

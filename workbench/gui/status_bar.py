@@ -33,7 +33,7 @@ class StatusBar(QStatusBar):
         self.device_label = QLabel("Device: starting…")
         self.device_label.setObjectName("deviceLabel")
         self.device_label.setToolTip("Where jobs compute: a CUDA GPU when present, else the CPU")
-        self.project_label = QLabel(f"Project: {session.project.folder}")
+        self.project_label = QLabel(f"Project: {session.project.folder.name}")  # the whole path in the tooltip
         self.project_label.setToolTip(str(session.project.folder))
         self.memory_label = QLabel()
         self.memory_label.setToolTip("Memory this process uses")

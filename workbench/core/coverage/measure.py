@@ -48,6 +48,7 @@ PRESETS = ("deepimportance", "nlc", "dnn-tip")
 #: The activation point each preset reads its layers at unless another is asked for.
 PRESET_POINTS = {"deepimportance": "post", "nlc": "pre", "dnn-tip": "post"}
 CONV_OR_DENSE = WEIGHTED_TYPES
+BATCH_SIZE = 500  # inputs per batch of a coverage pass
 POOLING = ("MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d")
 
 
@@ -181,9 +182,9 @@ def measure_coverage(ctx: JobContext, model, dataset, layer: str | NeuronDefinit
                      criteria=("idc",), *, train_split: str = "train", test_split: str | Split = "test",
                      m: int = 6, seed: int = 0, project=None, per_class: bool = False, route: str = "label",
                      preset: str = "deepimportance", layers=None, options: dict | None = None,
-                     rule="lrp-0", importance=None, batch_size: int = 500, curve_every: int = 100,
+                     rule="lrp-0", importance=None, batch_size: int = BATCH_SIZE, curve_every: int = 100,
                      test_indices=None, states: dict | None = None,
-                     preset_point: str | None = None) -> dict[str, CoverageResult]:
+                     preset_point: str | None = None, stored_only: bool = False) -> dict[str, CoverageResult]:
     """Measure `criteria` (names, `Criterion` objects, or (key, criterion) pairs) on a test set.
 
     `model` is a `LoadedModel`, `dataset` a `Dataset`; `test_split` a split name of it or a `Split`
@@ -194,7 +195,9 @@ def measure_coverage(ctx: JobContext, model, dataset, layer: str | NeuronDefinit
     fit is used instead of fitting; a state made for another model, layer, data or options is refused
     by its recorded identity hash before any test input is measured. `preset_point` ("pre" or "post")
     reads the preset's layers at that activation point instead of the preset's own (`PRESET_POINTS`);
-    the point of `layer` is its `NeuronDefinition`'s. Returns {key: CoverageResult}.
+    the point of `layer` is its `NeuronDefinition`'s. `stored_only` reads what the project stored and
+    measures nothing: a criterion without a stored result (IDC without a stored importance, too) is left
+    out. Returns {key: CoverageResult}.
     """
     options = options or {}
     states = states or {}
@@ -237,7 +240,9 @@ def measure_coverage(ctx: JobContext, model, dataset, layer: str | NeuronDefinit
             from workbench.core.importance import compute_importance
 
             importance = compute_importance(ctx, model, dataset, definition, rule, per_class=per_class,
-                                            project=project, split=train_split)
+                                            project=project, split=train_split, stored_only=stored_only)
+            if importance is None:  # none stored: IDC has no stored result either
+                entries = [entry for entry in entries if not isinstance(_inner(entry[1]), IDC)]
         elif importance.layer != definition.layer:
             raise WorkbenchError(f"The importance given is for layer {importance.layer!r}, not {definition.layer!r}.",
                                  "Compute importance for the layer IDC is measured on.")
@@ -277,6 +282,8 @@ def measure_coverage(ctx: JobContext, model, dataset, layer: str | NeuronDefinit
                 results[key] = _result(key, criterion, curve, how, test_indices,
                                        artifact=found, fit_artifact=how.get("fit_artifact"), reused=True)
                 continue
+        if stored_only:
+            continue
         found = project.find_artifact(artifacts.FIT_KIND, cache_key=fit_key) \
             if criterion.needs_fit and project is not None else None
         stored = _stored_state(ctx, project, found, criterion, "fitted again") if key not in states else None
@@ -313,7 +320,7 @@ def measure_coverage(ctx: JobContext, model, dataset, layer: str | NeuronDefinit
                                              criterion.state_dict(), fit_names.get(key), curves[key], **how)
             results[key] = _result(key, criterion, curves[key], how, test_indices, artifact=name,
                                    fit_artifact=fit_names.get(key))
-    return {key: results[key] for key, _, _ in entries}
+    return {key: results[key] for key, _, _ in entries if key in results}
 
 
 def _inner(criterion: Criterion) -> Criterion:
@@ -448,19 +455,20 @@ class SetCoverage:
 
 
 def measure_groups(ctx: JobContext, model, dataset, test_split, test_indices, layer: str,
-                   groups: list[tuple[str, ...]], m: int, importance, project=None) -> "SetCoverage":
+                   groups: list[tuple[str, ...]], m: int, importance, project=None,
+                   stored_only: bool = False) -> "SetCoverage":
     """Measure each group of criteria on one test set (core `measure_coverage`), a group at a time.
 
     Groups fail on their own: an m the layer cannot give stops IDC, a singular density stops surprise
     adequacy, and the other criteria are still measured. Fits and results stored in the project
-    are reused; new ones are saved to `project`. `test_split` is a split name of `dataset`, the name of
-    a project test set, or a `Split` (any `TestSet`).
+    are reused; new ones are saved to `project` (`stored_only`: only read, see `measure_coverage`).
+    `test_split` is a split name of `dataset`, the name of a project test set, or a `Split` (any `TestSet`).
     """
     if isinstance(test_split, str) and test_split not in dataset.splits:  # a project test set, by name
         from workbench.core.testsets import resolve
 
         test_split = resolve(project, test_split, dataset)
-    if project is not None and project.read_only:
+    if project is not None and project.read_only and not stored_only:
         project = None  # a read-only project is measured, not stored
     measured = SetCoverage(test=None if isinstance(test_split, str) else test_split)
     for criteria in groups:
@@ -468,14 +476,14 @@ def measure_groups(ctx: JobContext, model, dataset, test_split, test_indices, la
             measured.results.update(measure_coverage(
                 ctx, model, dataset, layer, criteria, train_split=dataset.fit_split, test_split=test_split,
                 test_indices=test_indices, m=m,
-                importance=importance if "idc" in criteria else None, project=project))
+                importance=importance if "idc" in criteria else None, project=project, stored_only=stored_only))
         except WorkbenchError as exc:
             measured.errors.update({name: exc for name in criteria})
     return measured
 
 
 def input_profiles(ctx: JobContext, model, dataset, test: Split, results: dict[str, CoverageResult],
-                   batch_size: int = 500) -> dict[str, np.ndarray]:
+                   batch_size: int = BATCH_SIZE) -> dict[str, np.ndarray]:
     """Per criterion of `results` (fitted by `measure_coverage`), what each input of `test` covers
     (`Criterion.profile`: IDC's combination code, NC's covered neurons, KMNC's section per neuron, …),
     in one pass over the inputs with the activations captured as the coverage job captures them. The
@@ -494,7 +502,7 @@ def input_profiles(ctx: JobContext, model, dataset, test: Split, results: dict[s
 
 
 def kmnc_sections(ctx: JobContext, model, dataset, test_split, test_indices, kmnc,
-                  point: str, batch_size: int = 500) -> np.ndarray:
+                  point: str, batch_size: int = BATCH_SIZE) -> np.ndarray:
     """(inputs, neurons) the KMNC section each measured input covers at each neuron (−1: none), in the
     order the inputs were measured: which inputs fall in a cell of the neuron × section matrix.
 

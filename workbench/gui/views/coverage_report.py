@@ -15,8 +15,9 @@ from workbench.gui.widgets.growth_plot import Curve
 NEURON_CRITERIA = ("nc", "kmnc", "nbc", "snac", "tknc", "tknp")
 
 
-def cell_text(run: SetRun | None, name: str) -> tuple[str, str, str]:
-    """(text, state, tooltip) of criterion `name` on one set, the state as `CoverageTable.set_cell` takes it."""
+def cell_text(run: SetRun | None, name: str, offered: bool = False) -> tuple[str, str, str]:
+    """(text, state, tooltip) of criterion `name` on one set, the state as `CoverageTable.set_cell` takes it;
+    `offered`: the set's measuring waits for the user's click."""
     if run is None:
         return "", "waiting", ""
     result, error = run.result(name), run.criterion_error(name)
@@ -34,6 +35,8 @@ def cell_text(run: SetRun | None, name: str) -> tuple[str, str, str]:
         if points:
             return f"{100 * points[-1][1]:.1f} % so far", "running", f"{done:,} of {total:,} inputs measured"
         return "measuring…", "running", "Fitting on the training data, then measuring (see Jobs)"
+    if offered:
+        return "not measured yet", "waiting", "Measuring takes a while on this machine: press Measure above to start"
     if run.waiting_for:
         return "waiting", "waiting", f"Waiting for {run.waiting_for}"
     return "waiting", "waiting", "Measured after the sets before it, reusing their fit"

@@ -48,7 +48,7 @@ from workbench.gui.views.coverage_matrices import (
 )
 from workbench.gui.views.coverage_report import cell_text, growth_curves, summary_text
 from workbench.gui.views.model_view import section_label
-from workbench.gui.views.view_inputs import error_text
+from workbench.gui.views.view_inputs import duration_text, error_text
 from workbench.gui.widgets.cell_inputs import CellInputs
 from workbench.gui.widgets.coverage_table import CoverageTable
 from workbench.gui.widgets.empty_state import view_frame
@@ -128,6 +128,24 @@ class CoverageView(AnalysisView):
         self.summary.setObjectName("coverageSummary")
         self.summary.setWordWrap(True)
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # Long work is offered, not started: what it measures, how long it takes here, and a button.
+        self.offer_text = QLabel()
+        self.offer_text.setObjectName("coverageOfferText")
+        self.offer_text.setWordWrap(True)
+        self.offer_button = QPushButton("Measure")
+        self.offer_button.setObjectName("coverageOfferButton")
+        self.offer_button.clicked.connect(self.runs.accept_offer)
+        self.offer_bar = QWidget()
+        offer_layout = QHBoxLayout(self.offer_bar)
+        offer_layout.setContentsMargins(0, 0, 0, 0)
+        offer_layout.addWidget(self.offer_text, 1)
+        offer_layout.addWidget(self.offer_button)
+        self.offer_bar.hide()
+        header = QWidget()
+        header_layout = QVBoxLayout(header)
+        header_layout.setContentsMargins(0, 0, 0, 0)
+        header_layout.addWidget(self.summary)
+        header_layout.addWidget(self.offer_bar)
 
         self.table = CoverageTable()
         self.table.setObjectName("coverageTable")
@@ -191,7 +209,7 @@ class CoverageView(AnalysisView):
         body.addWidget(left)
         body.addWidget(right)
         body.setSizes([540, 640])
-        self.stack = view_frame(self, controls, self.summary, body)
+        self.stack = view_frame(self, controls, header, body)
         self.empty = self.stack.empty
 
         self._redraw = QTimer(self)
@@ -209,6 +227,7 @@ class CoverageView(AnalysisView):
         self._hidden_matrix.setInterval(0)
         self._hidden_matrix.timeout.connect(lambda: self._show_matrices(hidden=True))
         self.runs.changed.connect(self._on_run_changed)
+        self.runs.offer_changed.connect(self._show_offer)
         self.runs.sections_ready.connect(lambda _: self._show_cell())
         session.evaluation_ready.connect(lambda _: self.cell is not None and self._show_cell())
         self.refresh()
@@ -431,13 +450,38 @@ class CoverageView(AnalysisView):
         for key in self.set_keys or []:
             run = self.runs.runs.get(key)
             for name in self.table.criteria:
-                self.table.set_cell(name, key, *cell_text(run, name))
+                self.table.set_cell(name, key, *cell_text(run, name, self.runs.offered(key)))
 
     def _show_summary(self) -> None:
         request = self.runs.current
         if request is not None:
             runs = [self.runs.runs[k] for k in self.set_keys or [] if k in self.runs.runs]
             self.summary.setText(summary_text(request, self.session.datasets.get(request.dataset), runs))
+
+    def _show_offer(self) -> None:
+        """While the work is timed, say so; when it is offered, what it measures and how long it takes."""
+        runs = self.runs
+        if runs.timing is not None:
+            self.offer_text.setText("Timing how long measuring takes on this machine…")
+            self.offer_button.hide()
+        elif runs.offer is not None:
+            offer = runs.offer
+            sets = [runs.runs[key].choice.title for key in offer.keys if key in runs.runs]
+            titles = criterion_titles()
+            criteria = ", ".join(titles.get(name, name) for name in runs.current.criteria)
+            took = duration_text(offer.seconds)
+            self.offer_text.setText(
+                f"Not measured yet: {' and '.join(sets)} with {criteria}. That takes {took} on this machine "
+                "now, so it waits for you." if offer.seconds is not None else
+                f"Not measured yet: {' and '.join(sets)} with {criteria}. How long that takes could not be "
+                "timed, so it waits for you.")
+            self.offer_button.setText(f"Measure ({took})" if offer.seconds is not None else "Measure")
+            self.offer_button.setToolTip("\n".join(f"{part}: {duration_text(seconds)}"
+                                                   for part, seconds in offer.parts.items() if seconds >= 1))
+            self.offer_button.show()
+        self.offer_bar.setVisible(runs.timing is not None or runs.offer is not None)
+        self._show_table()
+        self._show_matrices()
 
     def growth_criterion(self) -> str | None:
         return self.table.current_criterion() or (self.table.criteria[0] if self.table.criteria else None)
@@ -531,6 +575,11 @@ class CoverageView(AnalysisView):
         elif run.state == RUNNING:
             panel.show_message(f"Measuring {run.choice.title}…", "The matrix appears when the set is measured; the "
                                "table and the growth plot fill in batch by batch.", busy=True)
+        elif self.runs.offered(run.choice.key):
+            took = duration_text(self.runs.offer.seconds)
+            panel.show_message(f"{title} of {run.choice.title} is not measured yet",
+                               f"Measuring takes {took} on this machine now.",
+                               [(f"Measure ({took})", self.runs.accept_offer)])
         else:
             why = f"Waiting for {run.waiting_for}." if run.waiting_for else "Measured after the sets before it."
             panel.show_message(f"{title} of {run.choice.title} is waiting", why, busy=True)

@@ -176,6 +176,9 @@ class LabelingView(QWidget):
         # --- the study form ----------------------------------------------------------------------------
         self.testset_box = QComboBox()
         self.testset_box.setObjectName("labelTestset")
+        # a long set name must not squeeze the form's labels: the box keeps a modest width, its list is wide
+        self.testset_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.testset_box.setMinimumContentsLength(16)
         self.testset_box.setToolTip("The test set to label: a generated set offers the inputs the model "
                                     "misbehaves on; any other set is labelled whole")
         self.rater_edit = QLineEdit(str(app_settings().value(RATER_KEY, "") or _login()))

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.robustness.experiment_report import STRATEGY_TITLES
+from workbench.gui.views.view_inputs import duration_text
 from workbench.gui.widgets.fuzz_pairs import FuzzPairs
 from workbench.gui.widgets.robustness_curves import RobustnessCurves
 
@@ -82,15 +83,6 @@ class _JobPanel(QWidget):
 
 
 QUICK_GRID = {"strategies": list(COMPARED), "budgets": ["1%", "4%"], "seeds": [0], "epochs": 2}
-
-
-def duration_text(seconds: float | None) -> str:
-    """'about 40 s', 'about 3 min'."""
-    if seconds is None:
-        return "unknown time"
-    if seconds < 90:
-        return f"about {max(5, round(seconds / 5) * 5):.0f} s"
-    return f"about {seconds / 60:.0f} min"
 
 
 class RetrainPanel(_JobPanel):

@@ -60,7 +60,6 @@ from workbench.gui.views.robustness_panels import (
     ConvergencePanel,
     FuzzPanel,
     RetrainPanel,
-    duration_text,
 )
 from workbench.gui.views.robustness_report import (
     baseline_text,
@@ -68,7 +67,7 @@ from workbench.gui.views.robustness_report import (
     selection_text,
     table_rows,
 )
-from workbench.gui.views.view_inputs import error_text, ready_inputs
+from workbench.gui.views.view_inputs import duration_text, error_text, ready_inputs
 from workbench.gui.widgets.empty_state import view_frame
 from workbench.gui.widgets.export import export_csv
 from workbench.gui.widgets.fol_histogram import FolHistogram, fol_kind_label

@@ -22,6 +22,15 @@ def error_text(exc: BaseException) -> str:
     return f"{getattr(exc, 'message', None) or exc}\n{getattr(exc, 'hint', '')}".strip()
 
 
+def duration_text(seconds: float | None) -> str:
+    """'about 40 s', 'about 3 min': how long offered work takes on this machine."""
+    if seconds is None:
+        return "unknown time"
+    if seconds < 90:
+        return f"about {max(5, round(seconds / 5) * 5):.0f} s"
+    return f"about {seconds / 60:.0f} min"
+
+
 def ready_inputs(session, selection, stack, open_model: Callable[[], None], purpose: str, no_dataset_title: str):
     """The loaded model bundle and dataset, or (None, None) after `stack` says what is missing.
 

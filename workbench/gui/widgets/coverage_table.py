@@ -36,7 +36,11 @@ class CoverageTable(QTableWidget):
         self.verticalHeader().setVisible(False)
         self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
         self.horizontalHeader().setHighlightSections(False)
-        self.setWordWrap(False)
+        # A cell too narrow for its whole text ("48.0 % — 123,951 / 258,000  ⚠" beside two other sets) wraps
+        # onto a second line rather than losing its end.
+        self.setWordWrap(True)
+        self.setTextElideMode(Qt.TextElideMode.ElideNone)
+        self.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.itemSelectionChanged.connect(self._on_selection)
 
     def set_layout(self, criteria: list[str], sets: list[tuple[str, str, QColor]], notes: dict[str, str]) -> None:

@@ -58,9 +58,10 @@ class JobsPanel(QWidget):
         self.tree.setAlternatingRowColors(True)
         header = self.tree.header()
         header.setStretchLastSection(False)
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
-        header.setSectionResizeMode(4, QHeaderView.ResizeMode.Stretch)
-        for col, width in ((0, 300), (1, 160), (2, 130), (3, 120), (5, 80)):  # device: "CPU · 3 shards"
+        # The job's name takes the room the status leaves: a name says what runs, and is never cut short.
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(4, QHeaderView.ResizeMode.ResizeToContents)
+        for col, width in ((1, 160), (2, 130), (3, 120), (5, 80)):  # device: "CPU · 3 shards"
             self.tree.setColumnWidth(col, width)
         self.tree.itemDoubleClicked.connect(lambda item, _: self.open_requested.emit(item.job))
 
