@@ -7,12 +7,30 @@ from workbench.cli.common import emit
 
 
 def add_parsers(sub) -> None:
-    info = sub.add_parser("info", help="datasets found, bundled models, device, versions, plugins")
+    info = sub.add_parser("info", help="datasets found, bundled models, device, versions, plugins; with --data, "
+                                       "one dataset: its splits, image shape and which index is which class")
+    info.add_argument("--data", metavar="NAME", help="describe this dataset (a name or a path) instead")
+    info.add_argument("--download", action="store_true", help="let torchvision:<Name> datasets download")
     info.add_argument("--json", action="store_true")
     info.set_defaults(handler=cmd_info)
 
 
+def cmd_dataset_info(args) -> int:
+    from workbench.cli.training import classes_line
+    from workbench.core.dataset_registry import load_dataset
+
+    dataset = load_dataset(args.data, download=args.download)
+    card = dataset.card_dict()
+    lines = [f"{dataset.name}: {card['title']}", f"Source: {card['source']}",
+             "Splits: " + ", ".join(f"{k} {v:,} images" for k, v in card["splits"].items()),
+             "Image shape: " + "×".join(map(str, card["image_shape"])) + " (C×H×W)", classes_line(dataset)]
+    emit(args, card, "\n".join(lines))
+    return 0
+
+
 def cmd_info(args) -> int:
+    if args.data:
+        return cmd_dataset_info(args)
     import platform
 
     import torch

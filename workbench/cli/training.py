@@ -70,7 +70,7 @@ def cmd_train(args) -> int:
         project.add_model(str(out), card["name"])
     accuracy = f"Test accuracy: {card['test_accuracy'] * 100:.2f} %\n" if card["test_accuracy"] is not None else ""
     text = (f"Trained {args.model} on {dataset.name} for {args.epochs} epochs "
-            f"({card['seconds_per_epoch']:.1f} s per epoch).\n{accuracy}Saved to {out}")
+            f"({card['seconds_per_epoch']:.1f} s per epoch).\n{classes_line(dataset)}\n{accuracy}Saved to {out}")
     emit(args, {**card, "path": str(out)}, text)
     return 0
 
@@ -100,12 +100,27 @@ def cmd_evaluate(args) -> int:
     confusion = result["confusion"]
     where = split if isinstance(split, str) else split.name
     lines = [f"{model.name} on {dataset.name} ({where}, {result['n']} images): "
-             f"accuracy {result['accuracy'] * 100:.2f} %", "Per class:"]
+             f"accuracy {result['accuracy'] * 100:.2f} %", classes_line(dataset), "Per class:"]
     lines += [f"  {name:<14} {'—' if a is None else f'{a * 100:.1f} %'}"
               for name, a in result["per_class_accuracy"].items()]
     lines.append("Confusion matrix (rows: true class, columns: predicted):")
     lines += ["  " + " ".join(f"{v:5d}" for v in row) for row in confusion]
+    warning = result.get("class_order_warning")
+    if warning:
+        said = f"warning: {warning['message']}\n  {warning['hint']}"
+        if args.json:  # the payload carries it; a person watching the terminal reads it here
+            print(said, file=sys.stderr)
+        lines.insert(1, said)
     payload = {k: v for k, v in result.items() if k != "predictions"}
+    payload.update(class_names=list(dataset.class_names), class_source=dataset.class_source)
     payload["model_info"] = model.info.to_dict()
     emit(args, payload, "\n".join(lines))
     return 0
+
+
+def classes_line(dataset) -> str:
+    """Which index means which class, and where that numbering comes from when the data chose it."""
+    from workbench.core.class_names import class_index_text
+
+    source = f", numbered by {dataset.class_source}" if dataset.class_source else ""
+    return f"Classes{source}: {class_index_text(dataset.class_names, limit=100)}"

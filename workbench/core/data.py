@@ -217,6 +217,9 @@ class Dataset:
     splits: dict[str, Split]
     card: DatasetCard
     recipe: dict = field(default_factory=dict)  # how to load it again (stored with results)
+    # Where the class numbering comes from, when the user should know (an image folder's sorted folder
+    # names or its classes.txt): a model trained with another numbering scores as if it guessed.
+    class_source: str = ""
 
     def __post_init__(self):
         if not self.splits or all(len(s) == 0 for s in self.splits.values()):
@@ -256,7 +259,8 @@ class Dataset:
             "name": self.name, "title": self.card.title, "source": self.card.source,
             "licence": self.card.licence, "notes": self.card.notes,
             "splits": {k: len(v) for k, v in self.splits.items()},
-            "classes": list(self.class_names), "image_shape": list(self.image_shape),
+            "classes": list(self.class_names), "class_source": self.class_source,
+            "image_shape": list(self.image_shape),
             "value_range": [0.0, 1.0],
         }
 

@@ -76,6 +76,11 @@ def load_idx_folder(folder: Path) -> Dataset:
     for split, prefixes in (("train", ("train",)), ("test", ("t10k", "test"))):
         imgs = [f for f in files if f.name.startswith(prefixes) and "images" in f.name]
         labs = [f for f in files if f.name.startswith(prefixes) and "labels" in f.name]
+        for kind, found in (("image", imgs), ("label", labs)):
+            if len(found) > 1:  # which one is meant (a file and its damaged copy, .gz and not)? never guessed
+                raise WorkbenchError(f"{folder} holds {len(found)} {kind} files for the {split} split: "
+                                     f"{', '.join(f.name for f in found)}.",
+                                     "Keep one of them in the folder; move the others elsewhere.")
         if imgs and labs:
             splits[split] = load_idx_pair(imgs[0], labs[0])
         elif imgs or labs:
@@ -199,14 +204,64 @@ def load_hdf5(path: Path) -> Dataset:
 
 # --- ImageFolder -----------------------------------------------------------------------------------
 
-def _read_class_tree(root: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    classes = sorted(d.name for d in folder_entries(root, "image folder") if d.is_dir())
+CLASSES_FILE = "classes.txt"
+SORTED_FOLDERS = f"class folder names sorted A→Z (no {CLASSES_FILE})"
+MAX_IMAGE_BYTES = 256 << 20  # no classifier input of at most MAX_IMAGE_SIDE a side is stored in more
+_PNG_END = b"IEND\xaeB`\x82"  # the IEND chunk's type and its fixed CRC: the last 8 bytes of every whole PNG
+_CLASSES_HINT = (f"{CLASSES_FILE} lists the class folder names, one a line, in the order of the class indices "
+                 "(the model's training order); lines starting with # are comments.")
+
+
+def _read_classes_file(path: Path, root: Path, folders: list[Path]) -> list[str]:
+    """The class order a classes.txt gives, checked against the class folders of `root` (the dataset's
+    root, or one of its splits): every name an existing folder, none twice, no folder that holds images
+    left out."""
+    try:
+        text = regular_file(path, CLASSES_FILE).read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise WorkbenchError(f"{path} is not UTF-8 text.", _CLASSES_HINT) from exc
+    except OSError as exc:
+        raise WorkbenchError(f"Cannot read {path}: {exc.strerror or exc}.", "Check its permissions.") from exc
+    present = {f.name for f in folders}
+    names, first_line = [], {}
+    for number, line in enumerate(text.splitlines(), 1):
+        name = line.strip()
+        if not name or name.startswith("#"):
+            continue
+        if name in first_line:
+            raise WorkbenchError(f"{path} names the class {name!r} twice (lines {first_line[name]} and {number}).",
+                                 "List every class once. " + _CLASSES_HINT)
+        if name not in present:  # one of root's class folders, never a path elsewhere
+            raise WorkbenchError(f"{path} names the class {name!r} (line {number}), but {root} has no "
+                                 f"folder {name!r}.", "Fix the name to match a class folder, or create the "
+                                 "folder. " + _CLASSES_HINT)
+        first_line[name] = number
+        names.append(name)
+    if not names:
+        raise WorkbenchError(f"{path} lists no classes.", _CLASSES_HINT)
+    left_out = [f.name for f in folders if f.name not in first_line and _image_files(f)]
+    if left_out:
+        listed = ", ".join(map(repr, left_out[:5])) + (" …" if len(left_out) > 5 else "")
+        many = len(left_out) > 1
+        raise WorkbenchError(f"{path} leaves out the class folder{'s' * many} {listed} of {root}, which "
+                             f"{'hold' if many else 'holds'} images.",
+                             "Add every class folder that holds images. " + _CLASSES_HINT)
+    return names
+
+
+def _image_files(folder: Path) -> list[Path]:
+    return [f for f in folder_entries(folder, "class folder") if f.suffix.lower() in IMAGE_SUFFIXES]
+
+
+def _read_class_tree(root: Path, order_file: Path | None) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    folders = [d for d in folder_entries(root, "image folder") if d.is_dir()]
+    classes = (_read_classes_file(order_file, root, folders) if order_file is not None
+               else sorted(d.name for d in folders))  # torchvision's ImageFolder numbering
     images, labels = [], []
     for label, name in enumerate(classes):
-        for f in folder_entries(root / name, "class folder"):
-            if f.suffix.lower() in IMAGE_SUFFIXES:
-                images.append(_read_image(regular_file(f, "image")))
-                labels.append(label)
+        for f in _image_files(root / name):
+            images.append(_read_image(regular_file(f, "image")))
+            labels.append(label)
     if not images:
         raise WorkbenchError(f"{root} holds no images in class sub-folders.",
                              "Lay the folder out as root/<class name>/*.png.")
@@ -218,40 +273,84 @@ def _read_class_tree(root: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
 
 
 def _read_image(path: Path) -> np.ndarray:
-    """One image as an array, grey or RGB; a file that does not decode, or claims a picture larger than
-    `MAX_IMAGE_SIDE` on a side, is refused before its pixels are read."""
+    """One image as an array, grey or RGB. A file that is empty, is no image, is cut short or damaged, or
+    claims a picture larger than `MAX_IMAGE_SIDE` on a side (refused before its pixels are read), is
+    refused naming the file."""
+    import io
     import warnings
 
     from PIL import Image
 
     try:
+        size = path.stat().st_size
+        if size == 0:
+            raise WorkbenchError(f"The image {path} is empty (0 bytes).", "Remove it, or copy the image again.")
+        if size > MAX_IMAGE_BYTES:
+            raise WorkbenchError(f"The image {path} is {size / (1 << 20):.0f} MB, more than an image the workbench "
+                                 "reads.", "Resize it first.")
+        data = path.read_bytes()  # read once: decoded from memory, and checked whole
+    except OSError as exc:
+        raise WorkbenchError(f"Cannot read the image {path}: {exc.strerror or exc}.",
+                             "Check the file and its permissions.") from exc
+    try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(path) as im:
+            with Image.open(io.BytesIO(data)) as im:
                 if max(im.size) > MAX_IMAGE_SIDE:
                     raise WorkbenchError(f"The image {path} claims {im.size[0]}×{im.size[1]} pixels, more than the "
                                          f"{MAX_IMAGE_SIDE} a side the workbench reads.", "Resize it first.")
-                return np.asarray(im.convert("L" if im.mode in ("L", "1", "I", "P") else "RGB"))
+                kind = im.format
+                pixels = np.asarray(im.convert("L" if im.mode in ("L", "1", "I", "P") else "RGB"))
+            if kind == "PNG":
+                _check_whole_png(data)
+            return pixels
     except WorkbenchError:
         raise
     except Exception as exc:  # PIL raises OSError, SyntaxError, ValueError … for files that do not decode
-        raise WorkbenchError(f"Cannot read image {path}: {exc}", "Remove or replace the damaged file.") from exc
+        if isinstance(exc, Image.UnidentifiedImageError):
+            raise WorkbenchError(f"{path} is not an image the workbench reads (PNG, JPEG or BMP).",
+                                 "Remove the file from the class folder, or convert it.") from exc
+        reason = str(exc)
+        truncated = "truncated" in reason.lower()
+        raise WorkbenchError(f"The image {path} is {'cut short' if truncated else 'damaged'}: {reason}.",
+                             "Remove or replace the file; copy it again if it came from elsewhere.") from exc
+
+
+def _check_whole_png(data: bytes) -> None:
+    """PIL decodes a PNG whose last chunks are cut off (it stops once the pixels are read): every chunk's
+    checksum and the closing IEND chunk must be there too."""
+    import io
+
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as im:
+        im.verify()  # reads the chunks after the header and checks their CRCs; raises when cut short
+    if _PNG_END not in data:
+        raise OSError("image file is truncated (the closing IEND chunk is missing)")
 
 
 def load_image_folder(root: Path) -> Dataset:
-    """root/<class>/*.png, optionally under root/train and root/test; classes sorted by name."""
+    """root/<class>/*.png, optionally under root/train and root/test. Classes are numbered by their folder
+    names sorted (torchvision's ImageFolder order) or in the order a classes.txt at the root gives."""
     sub = {s: root / s for s in ("train", "test") if (root / s).is_dir()}
     if not sub:
         sub = {"test": root}
+    order_file = root / CLASSES_FILE if (root / CLASSES_FILE).exists() else None
+    for folder in sub.values():
+        if folder != root and (folder / CLASSES_FILE).exists():
+            raise WorkbenchError(f"{folder / CLASSES_FILE} is read from the dataset's root only, where it sets the "
+                                 "class order of every split.", f"Move it to {root / CLASSES_FILE}.")
     parts, class_names = {}, None
     for split, folder in sub.items():
-        x, y, classes = _read_class_tree(folder)
+        x, y, classes = _read_class_tree(folder, order_file)
         if class_names is not None and classes != class_names:
             raise WorkbenchError(f"{root}: train and test have different class folders.",
                                  "Give both splits the same class sub-folders.")
         class_names = classes
         parts[split] = (x, y)
-    return _make(root, parts, class_names, root.name)
+    dataset = _make(root, parts, class_names, root.name)
+    dataset.class_source = CLASSES_FILE if order_file is not None else SORTED_FOLDERS
+    return dataset
 
 
 # --- torchvision -----------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from workbench.core.class_order import class_order_check
 from workbench.core.errors import WorkbenchError
 
 KIND = "evaluation"
@@ -69,7 +70,8 @@ def load_evaluation(project, name: str, class_names: list[str]) -> dict:
     return {"model": how.get("model"), "dataset": how.get("dataset"), "split": how.get("split"), "n": n,
             "accuracy": float(np.trace(confusion) / n) if n else float("nan"),
             "per_class_accuracy": per_class, "confusion": confusion, "predictions": predictions,
-            "device": how.get("device", ""), "stored": True}
+            "device": how.get("device", ""), "stored": True,
+            "class_order_warning": class_order_check(confusion, class_names)}
 
 
 def evaluate_stored(ctx, model, dataset, split="test", project=None, fingerprint: str | None = None,

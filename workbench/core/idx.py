@@ -25,42 +25,54 @@ MAX_IDX_BYTES = 8 << 30  # an IDX file promising more than this is damage (all o
 MAX_RANK = 4
 
 
-def _read_exactly(stream, count: int, path, what: str = "") -> bytes:
+REFETCH = "Download or copy the file again: an interrupted download or copy leaves it incomplete."
+
+
+def _read_exactly(stream, count: int, path, what: str) -> bytes:
     data = stream.read(count)
     if len(data) != count:
-        raise WorkbenchError(f"{path}: the file ends after {len(data)} of the {count} bytes its header promises"
-                             f"{what}.", "The file is truncated or damaged; fetch it again.")
+        raise WorkbenchError(f"{path} is truncated: it ends after {len(data):,} of the {count:,} bytes {what}.",
+                             REFETCH)
     return data
 
 
 def read_idx(path: str | os.PathLike) -> np.ndarray:
     """Read an IDX file (optionally gzipped) into a numpy array, validating header and length."""
     path = regular_file(path, "IDX file")
+    if path.stat().st_size == 0:
+        raise WorkbenchError(f"The IDX file {path} is empty (0 bytes).", REFETCH)
     try:
         with open(path, "rb") as raw:
             gzipped = raw.read(2) == b"\x1f\x8b"
             raw.seek(0)
             stream = gzip.GzipFile(fileobj=raw) if gzipped else raw
             head = stream.read(4)
-            if len(head) < 4 or head[0] != 0 or head[1] != 0 or head[2] not in _TYPES:
+            if len(head) < 4:
+                raise WorkbenchError(f"{path} is truncated: it ends after {len(head)} bytes, inside the IDX header.",
+                                     REFETCH)
+            if head[0] != 0 or head[1] != 0 or head[2] not in _TYPES:
                 raise WorkbenchError(f"{path} is not an IDX file (bad magic number).",
                                      "IDX files start with two zero bytes, a type byte and a rank byte.")
             dtype, rank = np.dtype(_TYPES[head[2]]), head[3]
             if not 1 <= rank <= MAX_RANK:
                 raise WorkbenchError(f"{path}: the IDX header gives {rank} dimensions; images have 3, labels 1.",
                                      "The file is damaged; fetch it again.")
-            shape = struct.unpack(f">{rank}I", _read_exactly(stream, 4 * rank, path))
+            shape = struct.unpack(f">{rank}I", _read_exactly(stream, 4 * rank, path,
+                                                             f"of the header's {rank} dimension sizes"))
             expected = math.prod(shape) * dtype.itemsize  # exact: numpy's product would overflow
             if expected > MAX_IDX_BYTES:
                 raise WorkbenchError(f"{path}: the IDX header promises {shape_text(shape)}, {expected:,} bytes.",
                                      "The file is damaged; fetch it again.")
-            data = _read_exactly(stream, expected, path, f" for {shape_text(shape)}")
+            data = _read_exactly(stream, expected, path, f"its header promises for {shape_text(shape)}")
             if stream.read(1):
-                raise WorkbenchError(f"{path}: the file holds more data than its header's {shape_text(shape)}.",
-                                     "The file is damaged; fetch it again.")
+                raise WorkbenchError(f"{path} holds more data than its header's {shape_text(shape)}: it is damaged, "
+                                     "or its header was written for other data.", REFETCH)
     except WorkbenchError:
         raise
-    except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+    except EOFError as exc:  # gzip's word for a compressed stream cut short
+        raise WorkbenchError(f"{path} is truncated: its gzip stream ends before its end marker ({exc}).",
+                             REFETCH) from exc
+    except (OSError, zlib.error, gzip.BadGzipFile) as exc:
         raise WorkbenchError(f"Cannot read IDX file {path}: {exc}",
                              "Check that the file is a complete (gzipped) IDX file.") from exc
     return np.frombuffer(data, dtype).reshape(shape).astype(dtype.newbyteorder("="))

@@ -15,6 +15,7 @@ import numpy as np
 
 from workbench.core.data import Dataset
 from workbench.core.activations import STEP_INPUTS
+from workbench.core.class_order import class_order_check
 from workbench.core.errors import Cancelled, WorkbenchError
 from workbench.core.jobs import JobContext
 from workbench.core.model_io import LoadedModel, ModelInfo
@@ -218,7 +219,8 @@ def evaluate(ctx: JobContext, model: LoadedModel, dataset: Dataset, split="test"
             "accuracy": float((predictions == labels).mean()) if len(data) else float("nan"),
             "per_class_accuracy": {name: (None if np.isnan(a) else float(a))
                                    for name, a in zip(dataset.class_names, per_class)},
-            "confusion": confusion, "predictions": predictions}
+            "confusion": confusion, "predictions": predictions,
+            "class_order_warning": class_order_check(confusion, dataset.class_names)}
 
 
 def train_and_save(ctx: JobContext, arch: str, dataset: Dataset, out, name: str, epochs: int = 8,

@@ -7,14 +7,17 @@ where they differ; the outcome filter then shows only the misclassified (or the 
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 from PySide6.QtCore import QModelIndex, Qt
 from PySide6.QtGui import QIcon, QImage, QPixmap
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QFrame, QHBoxLayout, QLabel, QMenu, QSlider,
                                QSplitter, QToolButton, QVBoxLayout, QWidget)
 
+from workbench.core.class_names import class_index_text
 from workbench.core.errors import WorkbenchError
-from workbench.gui.colors import MISMATCH, class_color
+from workbench.gui.colors import ERROR_TEXT, MISMATCH, class_color
 from workbench.gui.errors import report_error
 from workbench.gui.selection import Selection
 from workbench.gui.session import Session
@@ -25,6 +28,8 @@ from workbench.gui.widgets.thumbnail_grid import OUTCOMES, ThumbnailGrid
 
 OUTCOME_LABELS = {"all": "All images", "wrong": "Misclassified only", "right": "Correctly classified only"}
 ZOOMS = (2, 3, 4, 5, 6)  # whole-number magnifications keep nearest-neighbour pixels square
+CLASSES_SHOWN = 30  # classes the mapping line names; its tooltip lists up to CLASSES_LISTED
+CLASSES_LISTED = 100
 
 
 def swatch_icon(index: int) -> QIcon:
@@ -126,6 +131,12 @@ class DataView(QWidget):
         controls.addStretch(1)
         controls.addWidget(self.export_button)
 
+        # Which index is which class: a model trained with another numbering scores as if it guessed.
+        self.classes_label = QLabel()
+        self.classes_label.setObjectName("classesLabel")
+        self.classes_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.classes_label.setWordWrap(True)
+        self.classes_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.count_label = QLabel()
         self.count_label.setObjectName("countLabel")
         self.predictions_label = QLabel()
@@ -154,6 +165,7 @@ class DataView(QWidget):
         layout = QVBoxLayout(content)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(controls)
+        layout.addWidget(self.classes_label)
         layout.addLayout(info)
         layout.addWidget(splitter, 1)
         self.stack = MessageOrContent(content)
@@ -227,6 +239,8 @@ class DataView(QWidget):
         new_dataset = dataset is not self.dataset
         self.dataset, self.shown_split = dataset, split
         self._fill_class_box(dataset, data, keep=not new_dataset)
+        if new_dataset:
+            self._show_classes(dataset)
         self.grid.thumbnails.set_split(data, dataset.class_names, self._predictions())
         if new_dataset:
             self._apply_zoom()
@@ -249,6 +263,16 @@ class DataView(QWidget):
             self._class_of_item.append(k)
         self.class_box.setCurrentIndex(previous if 0 <= previous < self.class_box.count() else 0)
         self.class_box.blockSignals(False)
+
+    def _show_classes(self, dataset) -> None:
+        source = f", numbered by {dataset.class_source}" if dataset.class_source else ""
+        self.classes_label.setText(f"Classes{source}: {class_index_text(dataset.class_names, CLASSES_SHOWN)}")
+        names = list(dataset.class_names)
+        rows = "".join(f"<tr><td align='right'>{i}</td><td>{html.escape(name)}</td></tr>"
+                       for i, name in enumerate(names[:CLASSES_LISTED]))
+        more = f"<br>… and {len(names) - CLASSES_LISTED} more" if len(names) > CLASSES_LISTED else ""
+        self.classes_label.setToolTip(f"<b>Index → class</b>{html.escape(source)}<table>{rows}</table>{more}<br>"
+                                      "A model must number the classes the same way.")
 
     # --- predictions --------------------------------------------------------------------------------
 
@@ -290,6 +314,10 @@ class DataView(QWidget):
         elif result is not None and self.grid.thumbnails.predictions is not None:
             text = (f"Predictions of <b>{model}</b>: {result['accuracy'] * 100:.1f} % correct"
                     + (" (stored result)" if result.get("stored") else ""))
+            warning = result.get("class_order_warning")
+            if warning:
+                text += (f" <span style='color: {ERROR_TEXT.name()}'>· another class order would give "
+                         f"{warning['permuted_accuracy'] * 100:.1f} %: see the Model view</span>")
         elif self.session.is_evaluating(*self._key()):
             text = f"Predicting with <b>{model}</b>… (see Jobs)"
         else:

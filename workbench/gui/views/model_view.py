@@ -7,11 +7,14 @@ each other; the evaluation job stores it in the project, and it is reused while 
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QPushButton, QSplitter,
                                QStackedWidget, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
+from workbench.gui.colors import ERROR_TEXT
 from workbench.gui.selection import Selection
 from workbench.gui.session import Session
 from workbench.gui.widgets.class_bars import ClassBars
@@ -105,6 +108,12 @@ class ModelView(QWidget):
         font = self.accuracy.font()
         font.setPointSizeF(font.pointSizeF() * 1.15)
         self.accuracy.setFont(font)
+        self.class_order = QLabel()  # said when another class order explains the matrix far better
+        self.class_order.setObjectName("classOrderWarning")
+        self.class_order.setWordWrap(True)
+        self.class_order.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.class_order.setStyleSheet(f"color: {ERROR_TEXT.name()}")
+        self.class_order.setVisible(False)
         self.heatmap = Heatmap(units="images", describe=self._describe_cell)
         self.heatmap.setMinimumSize(360, 320)
         self.export = ExportButton(lambda: self.heatmap.scene(), self._confusion_rows, "confusion-matrix")
@@ -121,6 +130,7 @@ class ModelView(QWidget):
         top.addWidget(self.export)
         right_layout.addLayout(top)
         right_layout.addWidget(self.accuracy)
+        right_layout.addWidget(self.class_order)
         right_layout.addWidget(self.evaluation_stack, 1)
 
         splitter = QSplitter()
@@ -231,6 +241,7 @@ class ModelView(QWidget):
             return
         self.result = None
         self.accuracy.setText("")
+        self.class_order.setVisible(False)
         self.bars.setVisible(False)
         self.bars_note.setVisible(True)
         self.evaluation_stack.setCurrentWidget(self.evaluation_empty)
@@ -272,6 +283,11 @@ class ModelView(QWidget):
         n, correct = int(confusion.sum()), int(np.trace(confusion))
         self.accuracy.setText(f"<b>{result['accuracy'] * 100:.1f} %</b> correct — {correct:,} of {n:,} "
                               f"{split} images of {data.name}" + (" · stored result" if result.get("stored") else ""))
+        warning = result.get("class_order_warning")
+        if warning:
+            self.class_order.setText(f"<b>Class order?</b> {html.escape(warning['message'])}<br>"
+                                     f"{html.escape(warning['hint'])}")
+        self.class_order.setVisible(bool(warning))
         self.export.setEnabled(True)
         self.bars.setVisible(True)
         self.bars_note.setVisible(False)
