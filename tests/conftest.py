@@ -16,6 +16,9 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # diffusers (the diffusion generator) never reaches a hub in tests
+# Ray's driver holds back a message like one it printed before (a second worker's death), until another comes:
+# tests that look where Ray's messages go need each printed when it arrives
+os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent

@@ -1,5 +1,6 @@
 """The sharded jobs on a local Ray instance (2 CPUs): the results of one pass, progress and partial
-results from the workers, cancelling, a worker that dies, and the bad inputs of a cluster.
+results from the workers, cancelling, a worker that dies (and what Ray says of it, on stderr), and the bad inputs
+of a cluster.
 
 Bit-identical where the computation is: the reference pass runs with one torch thread, as Ray's
 workers do, so every layer sums in the same order (with more threads a value on a KMNC section
@@ -9,6 +10,7 @@ summed in another order and agree to float rounding.
 
 from __future__ import annotations
 
+import itertools
 import sys
 import threading
 import time
@@ -115,15 +117,20 @@ def test_the_experiment_grid_on_ray(cluster, digits_model, digits):
 # --- shards that misbehave ----------------------------------------------------------------------------------
 
 def beating(ctx, folder, piece):
-    """A shard that never ends by itself: it touches its heartbeat file every 50 ms."""
+    """A shard that never ends by itself: it counts up in its heartbeat file every 50 ms."""
     beat = Path(folder) / f"beat-{piece}"
-    while True:
-        beat.write_text(str(time.time()))
+    for count in itertools.count():
+        beat.write_text(str(count))
         ctx.progress(1, 2)
         time.sleep(0.05)
 
 
-def test_cancelling_stops_the_remote_tasks_within_two_seconds(cluster, tmp_path):
+def heartbeats(folder: Path) -> dict[str, str]:
+    return {p.name: p.read_text() for p in folder.glob("beat-*")}
+
+
+def test_cancelling_stops_the_remote_tasks(cluster, tmp_path):
+    """The job raises Cancelled and its tasks stop beating (how soon, in seconds: bench_cancel_latency.py)."""
     ctx = job(RAY)
     plan = ShardPlan("forever", str(tmp_path), [0, 1], beating, list, [2, 2])
     raised = []
@@ -132,21 +139,25 @@ def test_cancelling_stops_the_remote_tasks_within_two_seconds(cluster, tmp_path)
         try:
             cluster.run(ctx, plan)
         except Cancelled:
-            raised.append(time.monotonic())
+            raised.append(True)
 
     thread = threading.Thread(target=run)
     thread.start()
-    deadline = time.monotonic() + 60
-    while len(list(tmp_path.glob("beat-*"))) < 2 and time.monotonic() < deadline:  # both tasks running
+    deadline = time.monotonic() + 120  # a generous bound, not a speed
+    while len(heartbeats(tmp_path)) < 2 and time.monotonic() < deadline:  # both tasks running
         time.sleep(0.05)
-    cancelled = time.monotonic()
     ctx.cancel()
-    thread.join(10)
-    assert raised and raised[0] - cancelled < 2.0
-    time.sleep(1.0)
-    last = {p.name: p.stat().st_mtime for p in tmp_path.glob("beat-*")}
-    time.sleep(1.0)
-    assert {p.name: p.stat().st_mtime for p in tmp_path.glob("beat-*")} == last  # nothing beats any more
+    thread.join(120)
+    assert not thread.is_alive() and raised
+    # Stopped: waited for, up to the bound, until no file changes for a second (twenty beats of a live task).
+    last, unchanged_since, stopped = heartbeats(tmp_path), time.monotonic(), False
+    while not stopped and time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = heartbeats(tmp_path)
+        if now != last:
+            last, unchanged_since = now, time.monotonic()
+        stopped = time.monotonic() - unchanged_since >= 1.0
+    assert stopped, "a cancelled task still beats"
 
 
 def dying_once(ctx, folder, piece):
@@ -178,6 +189,19 @@ def test_a_worker_that_dies_has_its_shard_run_once_more(cluster, tmp_path):
     plan = ShardPlan("retried", str(tmp_path), [0, 1, 2], dying_once, list, [1, 1, 1])
     assert cluster.run(job(RAY), plan) == [0, 10, 20]
     assert (tmp_path / "tried-1").exists()
+
+
+def test_what_the_cluster_says_of_a_dead_worker_goes_to_stderr(cluster, tmp_path, capsys):
+    """Ray's driver printed "(raylet) A worker died…" to stdout, where a command's --json document goes."""
+    plan = ShardPlan("retried", str(tmp_path), [0, 1, 2], dying_once, list, [1, 1, 1])
+    assert cluster.run(job(RAY), plan) == [0, 10, 20]
+    out, err = capsys.readouterr()
+    deadline = time.monotonic() + 20  # the driver prints it as it arrives, maybe after the job's end
+    while "(raylet)" not in err and time.monotonic() < deadline:
+        time.sleep(0.2)
+        more_out, more_err = capsys.readouterr()
+        out, err = out + more_out, err + more_err
+    assert "(raylet)" in err and "(raylet)" not in out
 
 
 def test_a_worker_that_dies_twice_fails_the_job_naming_the_shard_and_keeping_the_rest(cluster, tmp_path):
@@ -213,12 +237,14 @@ def test_what_cannot_be_sent_to_the_cluster_is_refused_clearly(cluster, lenet5_f
 
 @pytest.mark.parametrize("address", ["127.0.0.1:1", "ray://127.0.0.1:9", "localhost"])
 def test_an_address_nothing_answers_at_is_refused_within_seconds(cluster, address):
-    from workbench.core.ray_cluster import RayShards
+    """Refused by the workbench's own check, a connection with a time limit of seconds, before Ray is asked
+    (Ray would retry for minutes)."""
+    from workbench.core import ray_cluster
 
-    started = time.monotonic()
     with pytest.raises(WorkbenchError) as raised:
-        RayShards(address)
-    assert time.monotonic() - started < 10
+        ray_cluster.RayShards(address)
+    assert raised.value.message.startswith(("Nothing answers at the Ray address", "The Ray address"))
+    assert 0 < ray_cluster.CONNECT_TIMEOUT_S <= 10
     assert raised.value.hint
 
 

@@ -1,5 +1,6 @@
 """Jobs → Run long jobs on…: choosing a Ray cluster with the mouse, connecting to it, and the Coverage view's
-jobs then running their shards there, with the same figures as one pass and the jobs panel saying where."""
+jobs then running their shards there, with the same figures as one pass and the jobs panel saying where; a cluster
+that cannot be reached and a local instance that does not start, said in the dialog."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ def test_choosing_ray_runs_the_coverage_shards_there(qtbot, settled_window, ray_
     assert window.runner.distribution == Distribution("ray", None, 3) == stored_distribution()
 
     window.activateWindow()  # the dialog had the focus
-    qtbot.waitUntil(window.isActiveWindow, timeout=5000)
+    qtbot.waitUntil(window.isActiveWindow, timeout=30_000)
     qtbot.keyClick(window, Qt.Key.Key_5, Qt.KeyboardModifier.ControlModifier)
     view = window.views["coverage"]
     qtbot.waitUntil(lambda: window.runner.is_idle() and bool(view.set_keys) and all(
@@ -70,3 +71,26 @@ def test_a_cluster_that_cannot_be_reached_is_said_in_the_dialog(qtbot, settled_w
     assert "--executor local" in dialog.status.text() or "Check that the cluster" in dialog.status.text()
     dialog.reject()
     assert window.runner.distribution.executor == "local"
+
+
+def test_a_local_ray_instance_that_does_not_start_is_said_in_the_dialog(qtbot, settled_window, monkeypatch, tmp_path):
+    def time_out(**options):  # what Ray raises when its node's processes do not come up (a killed dashboard agent)
+        raise Exception("The current node timed out during startup. This could happen because some of the raylet "
+                        "failed to startup or the GCS has become overloaded.")
+
+    monkeypatch.setattr(sharding, "_clusters", {})
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", time_out)
+    window = settled_window
+    dialog = window.choose_distribution()
+    qtbot.mouseClick(dialog.ray, Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(dialog.connect_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: "did not start" in dialog.status.text(), timeout=30000)
+    said = dialog.status.text()
+    assert "The local Ray instance did not start" in said and "timed out during startup" in said
+    assert "ray stop" in said and "This machine" in said and "Traceback" not in said
+    qtbot.waitUntil(dialog.connect_button.isEnabled, timeout=5000)  # the user can try again
+    assert dialog.grab().save(str(tmp_path / "ray-did-not-start.png"))
+    dialog.reject()
+    assert window.runner.distribution.executor == "local"
+    assert not window.dialogs or all(d.objectName() != "errorDialog" for d in window.dialogs)

@@ -11,6 +11,7 @@ a message and a hint, never a traceback, and the exit status is non-zero.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -47,6 +48,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def _document_alone_on_stdout(args):
+    """With --json, stdout carries the JSON document and nothing else: what anything else prints while the command
+    runs (a plugin, a library, Ray's "(raylet) A worker died…") goes to stderr, where it stays visible. The
+    document goes to the real stdout, kept in `args.document_out` (`common.emit`)."""
+    if not getattr(args, "json", False):
+        yield
+        return
+    args.document_out = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):
+        yield
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -60,11 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     from workbench.core.errors import Cancelled, WorkbenchError
 
     try:
-        if args.command not in WITHOUT_PLUGINS:
-            from workbench.core.plugins import load_plugins
+        with _document_alone_on_stdout(args):
+            if args.command not in WITHOUT_PLUGINS:
+                from workbench.core.plugins import load_plugins
 
-            load_plugins()
-        return args.handler(args)
+                load_plugins()
+            return args.handler(args)
     except WorkbenchError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         if exc.hint:

@@ -160,8 +160,8 @@ def say(holder: dict, text: str, file=None) -> None:
 
 
 def emit(args, result: dict, text: str) -> None:
-    if args.json:
-        print(json.dumps(result, indent=2, default=lenient_json))
+    if args.json:  # to the real stdout: while a --json command runs, sys.stdout is stderr (see `cli.main`)
+        print(json.dumps(result, indent=2, default=lenient_json), file=getattr(args, "document_out", sys.stdout))
     else:
         print(text)
 

@@ -14,6 +14,10 @@ connecting, with a task that reports the versions a worker imports.
   death fails the job with `ShardFailed`, naming the shard and keeping the parts finished.
 - **A shard that raises** (a `WorkbenchError` of the job itself) fails the job at once with that error:
   it would fail again anywhere.
+- **Starting or connecting fails** (a local instance whose processes time out, a cluster that refuses): the
+  user is told which, with Ray's words under details, and what to do instead.
+- **What the cluster tells the driver** (a worker that died, a task retried) goes to stderr, never into a
+  command's output.
 """
 
 from __future__ import annotations
@@ -79,6 +83,46 @@ def reachable(address: str) -> None:
                              "or run with --executor local.") from exc
 
 
+HERE_INSTEAD = "run the job on this machine (This machine under Jobs → Run long jobs on…, or --executor local)"
+
+
+def start_failed(address: str | None, exc: BaseException) -> WorkbenchError:
+    """What `ray.init` raising means to the user: a local instance that did not start, or a cluster that did not
+    take the connection; what to do instead; Ray's own words, whole, under details."""
+    lines = str(exc).strip().splitlines()
+    said = (lines[0][:300].rstrip(".") if lines else type(exc).__name__) + "."
+    details = f"{type(exc).__name__}: {exc}"
+    if address in (None, "", "local"):
+        return WorkbenchError(f"The local Ray instance did not start: {said}",
+                              "Ray processes left over from an earlier run can keep a new instance from starting: "
+                              "`ray status` lists them and `ray stop` ends them; then try again. Or give the address "
+                              f"of a running cluster (Address, or --address), or {HERE_INSTEAD}.", details)
+    return WorkbenchError(f"Could not connect to the Ray cluster at {address!r}: {said}",
+                          "Check that the cluster is running (`ray status` on its head node) and that the address is "
+                          f"right, or {HERE_INSTEAD}.", details)
+
+
+def driver_messages_to_stderr() -> None:
+    """Send what the cluster tells this driver ("(raylet) A worker died…", "Task … will be retried") to stderr.
+
+    Ray's driver prints those messages to stdout whatever `log_to_driver` says, in the middle of a command's
+    --json document. Ray offers no option for it, so its printer is wrapped to mark every message as an error
+    stream's; a Ray without that printer keeps its own way (the CLI's --json keeps stdout clean anyway)."""
+    try:
+        import ray._private.worker as driver  # the driver's printer: Ray's own, not a public API
+    except ImportError:
+        return
+    printer = getattr(driver, "print_to_stdstream", None)
+    if printer is None or getattr(printer, "workbench_to_stderr", False):
+        return
+
+    def to_stderr(data, *args, **kwargs):
+        return printer({**data, "is_err": True}, *args, **kwargs)
+
+    to_stderr.workbench_to_stderr = True
+    driver.print_to_stdstream = to_stderr
+
+
 _connected: list = [None]  # the address this process connected to
 
 
@@ -129,10 +173,10 @@ class RayShards:
                                             log_to_driver=False, configure_logging=False)
                 else:
                     _init_in_lasting_thread(ray, address=address, log_to_driver=False, configure_logging=False)
-            except (ConnectionError, RuntimeError, ValueError) as exc:
-                raise WorkbenchError(f"Could not connect to the Ray cluster at {address or 'a local instance'}: "
-                                     f"{str(exc)[:300]}", "Check the address, or run with --executor local.") from exc
+            except Exception as exc:  # Ray raises a bare Exception for a node that timed out during startup
+                raise start_failed(address, exc) from exc
             _connected[0] = address
+        driver_messages_to_stderr()
         self._remote_run = ray.remote(max_retries=TASK_RETRIES, retry_exceptions=False)(_run_shard)
         self._board_class = ray.remote(num_cpus=0)(_Board)
         self._check_versions()

@@ -23,6 +23,12 @@ the calling thread only waits on a pipe and passes on what the child reports.
   starts for the next job.
 - **What cannot go over** (a model compiled with TorchScript, a lazily read HDF5 split, a function
   defined inside another) runs on the calling thread instead, as before; `last_placement` says so.
+- **A script without an `if __name__ == "__main__":` guard.** A child started with 'spawn' runs the main
+  script again before its own code; a script that opens the workbench at its top level would open it again
+  in every child, and multiprocessing's bootstrapping error would kill each one with a traceback. The child
+  notices where the workbench starts (`leave_if_starting_worker`) and leaves at once, quietly, with
+  `UNGUARDED_MAIN_EXIT`; the parent reads that exit as `WorkersCannotStart`, says so once
+  (`on_unavailable`) and runs this job and every later one on the calling thread.
 
 One job at a time: a lane has one thread, so one child serves it.
 """
@@ -34,6 +40,7 @@ import multiprocessing
 import os
 import pickle
 import struct
+import sys
 import threading
 import time
 import traceback
@@ -47,9 +54,45 @@ from workbench.core.errors import Cancelled, WorkbenchError
 from workbench.core.jobs import InlineExecutor, JobContext
 
 PROGRESS_INTERVAL_S = 0.05
+WORKER_NAME = "workbench-worker"  # the child's process name, set before it runs the main script again
+UNGUARDED_MAIN_EXIT = 87  # the child's exit status when it found itself re-running an unguarded main script
 POLL_S = 0.05  # how often the waiting thread looks at the cancel flag
 STOP_TIMEOUT_S = 5.0
 IN_WORKER, IN_THREAD = "worker process", "this process"
+
+
+class WorkersCannotStart(WorkbenchError):
+    """Worker processes cannot start in this program: its main script opens the workbench at its top level."""
+
+
+def cannot_start_error() -> WorkersCannotStart:
+    """What the user is told when a child exits with UNGUARDED_MAIN_EXIT, naming the script."""
+    script = getattr(sys.modules.get("__main__"), "__file__", None)
+    script = os.path.basename(script) if script else "the script that opened the workbench"
+    guard = 'if __name__ == "__main__":'
+    return WorkersCannotStart(
+        f"Worker processes cannot start: each one runs {script} again, which opens the workbench again (the lines "
+        f"that open it are not under `{guard}`). Long jobs run in threads of this process instead; the window may "
+        "respond more slowly while they run.",
+        f"Put those lines of {script} under `{guard}`, or start the workbench with the `workbench` command.")
+
+
+_serving = [False]  # set once this process, a worker, runs its own code (`serve`) after the main script
+
+
+def starting_worker() -> bool:
+    """Whether this process is a worker process still being started: 'spawn' runs the main script again (as
+    `__mp_main__`) before the worker's own code, so whatever that script does at its top level runs here too.
+    The process has its name by then (multiprocessing sets it first); `parent_process()` comes only after."""
+    return not _serving[0] and multiprocessing.current_process().name == WORKER_NAME
+
+
+def leave_if_starting_worker() -> None:
+    """Called where the workbench starts (the GUI's start, a worker process's start): in a worker being
+    started, the main script has no `__main__` guard and opens the workbench again; leave now, without a
+    traceback, with the exit status the parent reads as the reason."""
+    if starting_worker():
+        raise SystemExit(UNGUARDED_MAIN_EXIT)
 
 
 def _shared_types() -> tuple[type, ...]:
@@ -157,8 +200,13 @@ def _read_exactly(fd: int, view: memoryview) -> None:
 class ProcessExecutor:
     """Runs jobs in one child process, started on first use and again after it died."""
 
-    def __init__(self, threads: int | None = None):
+    def __init__(self, threads: int | None = None,
+                 on_unavailable: Callable[[WorkersCannotStart], None] | None = None):
+        """`on_unavailable(error)` is called once, on the calling thread, when children cannot start at all
+        (`WorkersCannotStart`); the jobs then run on the calling thread."""
         self.threads = threads  # torch threads in the child; None: shared as `core.jobs.share_cores` says
+        self.on_unavailable = on_unavailable
+        self.unavailable: WorkersCannotStart | None = None  # why no child can start here, once known
         self.last_placement = ""  # where the last job ran: IN_WORKER or IN_THREAD (and why)
         self.sent_objects = 0  # shared objects sent so far (each once while it lives)
         self._context = multiprocessing.get_context("spawn")  # fork would copy Qt's threads' locks
@@ -181,16 +229,23 @@ class ProcessExecutor:
     def start(self) -> None:
         """Start the child now (it imports PyTorch in the background), so the first job need not wait."""
         with self._lock:
-            self._ensure_started()
+            try:
+                if self.unavailable is None:
+                    self._ensure_started()
+            except WorkersCannotStart:  # the next job runs on the calling thread and says why
+                pass
 
     def _ensure_started(self) -> None:
+        leave_if_starting_worker()  # a child of ours would start children of its own only from an unguarded script
         if self.alive:
             return
+        if self._process is not None and self._process.exitcode == UNGUARDED_MAIN_EXIT:
+            raise self._cannot_start()  # the script is the same: another child would fail alike
         self._reset()
         parent, child = self._context.Pipe()
         self._cancel = self._context.Event()
         self._process = self._context.Process(target=serve, args=(child, self._cancel, self.threads),
-                                              name="workbench-worker", daemon=True)
+                                              name=WORKER_NAME, daemon=True)
         self._process.start()
         child.close()
         self._conn = parent
@@ -259,34 +314,46 @@ class ProcessExecutor:
         """Run `fn(ctx, *args, **kwargs)` in the child and return its result (see `InlineExecutor.run`)."""
         kwargs = kwargs or {}
         with self._lock:
-            self._ensure_started()
-            while self._forgotten:
-                token, key = self._forgotten.pop()
-                self._objects.pop(token, None)
-                if self._tokens.get(key, (None,))[0] == token:  # the id may name a newer object already
-                    del self._tokens[key]
-                self._send(("forget", token))
-            folder = None if project is None else str(project.folder)
-            try:
-                call = _dumps((fn, args, kwargs, ctx.device_name, folder, reuse, ctx.distribution), self._share)
-            except Exception as exc:  # pickle raises what the object's own reducer raises
-                self.last_placement = f"{IN_THREAD} (its inputs cannot be sent to a worker process: {exc})"
-                return self._inline.run(ctx, fn, args, kwargs, project=project, reuse=reuse,
-                                        on_commit=on_commit, on_device=on_device)
-            self.last_placement = IN_WORKER
-            self._cancel.clear()
-            try:
-                _send_pickled(self._conn, "run", pickled=call)
-            except (OSError, ValueError) as exc:
-                raise self._died() from exc
-            try:
-                return self._wait(ctx, project, on_commit, on_device)
-            except _JobFailed as failed:
-                raise failed.error from None
-            except _Unsendable as unsendable:
-                self.last_placement = f"{IN_THREAD} (the worker process cannot rebuild its inputs: {unsendable})"
+            if self.unavailable is None:
+                try:
+                    return self._run_in_child(ctx, fn, args, kwargs, project, reuse, on_commit, on_device)
+                except _Unsendable as unsendable:
+                    self.last_placement = f"{IN_THREAD} (the worker process cannot rebuild its inputs: {unsendable})"
+                except WorkersCannotStart:  # the child never got to the job: it runs here, whole
+                    pass
+            if self.unavailable is not None:
+                self.last_placement = f"{IN_THREAD} (worker processes cannot start: the main script has no " \
+                                      "__main__ guard)"
         return self._inline.run(ctx, fn, args, kwargs, project=project, reuse=reuse, on_commit=on_commit,
                                 on_device=on_device)
+
+    def _run_in_child(self, ctx, fn, args, kwargs, project, reuse, on_commit, on_device):
+        self._ensure_started()
+        while self._forgotten:
+            token, key = self._forgotten.pop()
+            self._objects.pop(token, None)
+            if self._tokens.get(key, (None,))[0] == token:  # the id may name a newer object already
+                del self._tokens[key]
+            self._send(("forget", token))
+        folder = None if project is None else str(project.folder)
+        try:
+            call = _dumps((fn, args, kwargs, ctx.device_name, folder, reuse, ctx.distribution), self._share)
+        except (BrokenPipeError, ConnectionResetError) as exc:  # sending a shared object found the child gone
+            raise self._died() from exc
+        except Exception as exc:  # pickle raises what the object's own reducer raises
+            self.last_placement = f"{IN_THREAD} (its inputs cannot be sent to a worker process: {exc})"
+            return self._inline.run(ctx, fn, args, kwargs, project=project, reuse=reuse,
+                                    on_commit=on_commit, on_device=on_device)
+        self.last_placement = IN_WORKER
+        self._cancel.clear()
+        try:
+            _send_pickled(self._conn, "run", pickled=call)
+        except (OSError, ValueError) as exc:
+            raise self._died() from exc
+        try:
+            return self._wait(ctx, project, on_commit, on_device)
+        except _JobFailed as failed:
+            raise failed.error from None
 
     def _send(self, message) -> None:
         try:
@@ -302,11 +369,22 @@ class ProcessExecutor:
             process.join(STOP_TIMEOUT_S)
         code = process.exitcode
         self._reset()
+        if code == UNGUARDED_MAIN_EXIT:
+            return self._cannot_start()
         how = f"with exit code {code}" if code is not None and code >= 0 else \
             f"by signal {-code}" if code is not None else "without a word"
         return WorkbenchError(f"The worker process for long jobs stopped {how} while running the job.",
                               "It may have run out of memory. The job was not saved; run it again "
                               "(a new worker process starts), perhaps on fewer inputs.")
+
+    def _cannot_start(self) -> WorkersCannotStart:
+        """No child can start in this program (see the module docstring): said once, through `on_unavailable`."""
+        self._reset()
+        if self.unavailable is None:
+            self.unavailable = cannot_start_error()
+            if self.on_unavailable is not None:
+                self.on_unavailable(self.unavailable)
+        return self.unavailable
 
     def _wait(self, ctx, project, on_commit, on_device):
         """Pass on the child's messages until the job's last one. Anything unexpected on this side
@@ -405,6 +483,7 @@ def serve(conn, cancel, threads: int | None) -> None:
     from workbench.core.jobs import run_process_in_background, share_cores
     from workbench.core.plugins import load_plugins
 
+    _serving[0] = True  # the main script has run: from here on this is the worker's own code
     run_process_in_background()  # before torch starts its threads, which inherit it
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import QApplication
 import workbench
 from workbench.core.errors import WorkbenchError
 from workbench.core.project import SETTINGS, Project
+from workbench.core.worker_process import leave_if_starting_worker
 from workbench.gui import ui_gc
 from workbench.gui.app_settings import APPLICATION, ORGANISATION
 from workbench.gui.demo import open_demo_project
@@ -173,6 +174,7 @@ def run_gui(project: str | None = None, view: str | None = None, screenshot: str
             long_jobs: str = PROCESS) -> int:
     """Open the main window on `project` (default: the demo) showing `view`; see the module docstring.
     Long jobs run in a worker process unless `long_jobs` is THREAD."""
+    leave_if_starting_worker()  # a script without a __main__ guard, run again in a worker process: not a second GUI
     if view is not None and view not in VIEW_TITLES:
         print(f"error: unknown view {view!r}; choose one of {', '.join(VIEW_TITLES)}.", file=sys.stderr)
         return 2

@@ -101,6 +101,9 @@ class DistributionDialog(QDialog):
     def _say(self, text: str, error: bool = False) -> None:
         self.status.setStyleSheet(f"color: {ERROR_TEXT.name()};" if error else "")
         self.status.setText(text)
+        needed = self.layout().totalHeightForWidth(self.width())  # a long message (Ray did not start) is not cut off
+        if needed > self.height():
+            self.resize(self.width(), needed)
 
     def _connect(self) -> None:
         if self._connect_job is None:

@@ -21,7 +21,9 @@ worker process (`core.worker_process`) and waits: a training loop's Python then 
 interpreter lock, so the window's never waits for it. The interactive lane has a worker process of
 its own for the jobs that say they are `portable` (galleries, explanations, the ablation check). The job, its signals and its record are the
 same either way; a job whose inputs cannot be sent there runs on the lane's thread, and its
-record's `where` says so.
+record's `where` says so. Where worker processes cannot start at all (a script opened the window without an
+`if __name__ == "__main__":` guard, `core.worker_process.WorkersCannotStart`), every job runs on its lane's
+thread, and `workers_unavailable` says why, once.
 
 A job given a `project` saves through a `StagedProject`: what it stores is committed on its
 worker thread when it finishes, and dropped when it fails or is cancelled, so no view can forget
@@ -278,6 +280,8 @@ class JobRunner(QObject):
     job_forgotten = Signal(object)  # an old finished job dropped to bound memory (the panel drops its row)
     device_found = Signal(str)  # the first device description a job reported
     job_notice = Signal(object, str)  # a job's notice to the user (the window's status bar shows it)
+    workers_unavailable = Signal(object)  # once: why worker processes cannot start (the jobs run in threads)
+    _unavailable_from_lane = Signal(object)  # a lane's executor found it, on the lane's thread
 
     def __init__(self, parent: QObject | None = None, long_jobs: str = THREAD):
         super().__init__(parent)
@@ -285,11 +289,12 @@ class JobRunner(QObject):
             raise ValueError(f"long jobs run in a {THREAD} or a {PROCESS}, not {long_jobs!r}")
         self.long_jobs = long_jobs
         self.executors: dict[str, Any] = {}  # lane → executor; a lane without one runs jobs on its thread
+        self._unavailable_from_lane.connect(self._on_workers_unavailable)
         if long_jobs == PROCESS:
             from workbench.core.worker_process import ProcessExecutor
 
             for lane in (LONG, INTERACTIVE):  # a click's gallery must not hold the window's lock either
-                self.executors[lane] = ProcessExecutor()
+                self.executors[lane] = ProcessExecutor(on_unavailable=self._unavailable_from_lane.emit)
                 self.executors[lane].start()  # it imports PyTorch while the window opens
         self.pools: dict[str, QThreadPool] = {}
         for lane, threads in LANES.items():
@@ -405,6 +410,13 @@ class JobRunner(QObject):
             self.device = device
             self.device_found.emit(device)
         self.job_changed.emit(job)
+
+    def _on_workers_unavailable(self, error) -> None:
+        """Both lanes' executors find it: the user hears it once, and windows opened from here use threads."""
+        if self.long_jobs == THREAD:
+            return
+        self.long_jobs = THREAD
+        self.workers_unavailable.emit(error)
 
     def _on_ended(self, job: Job) -> None:
         self.job_changed.emit(job)
