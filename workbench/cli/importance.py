@@ -122,9 +122,11 @@ def cmd_importance(args) -> int:
         ablation = None if args.ablation == "off" else ablation_check(
             ctx, model, dataset, args.layer, top, mode=args.ablation, draws=args.draws, seed=args.seed,
             split=args.ablation_split, batch_size=max(args.batch_size, 1000), definition=definition, project=project)
+        kept = importance.top_inputs  # the same inputs, rule and neurons: the gallery needs no pass of its own
         gallery = None if args.gallery is None else neuron_gallery(
             ctx, model, dataset, definition, args.gallery, k=args.k, split=args.split, rule=composite,
-            batch_size=args.batch_size, max_inputs=args.max_inputs, seed=args.seed)
+            batch_size=args.batch_size, max_inputs=args.max_inputs, seed=args.seed,
+            kept=kept.neuron(args.gallery) if kept is not None and 0 <= args.gallery < kept.neurons else None)
         return importance, top, conservation, ablation, gallery
 
     (importance, top, conservation, ablation, gallery), device = run_job(

@@ -51,6 +51,29 @@ def hook_point(catalogue, definition: NeuronDefinition) -> str:
     return layer.activation if definition.point == "post" and layer.activation else definition.layer
 
 
+def forward_values(module, hooked: str, x, conv_neuron: str):
+    """(B, neurons) float64 values at the output of submodule `hooked` from a plain forward pass of `x`
+    (no gradient), checked to be finite."""
+    import torch
+
+    grab = {}
+
+    def capture(mod, inputs, output):
+        grab["values"] = neuron_values(output.detach(), conv_neuron)
+
+    handle = dict(module.named_modules())[hooked].register_forward_hook(own_thread(capture))
+    try:
+        with torch.no_grad():
+            module(x)
+    finally:
+        handle.remove()
+    values = grab["values"].to(torch.float64)
+    if not bool(torch.isfinite(values).all()):
+        raise WorkbenchError(f"Activations at {hooked!r} are NaN or infinite.",
+                             "Check the model's weights and inputs for extreme values.")
+    return values
+
+
 
 
 def stream_activations(ctx: JobContext, model, split, definitions: list[NeuronDefinition],

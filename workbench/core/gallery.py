@@ -14,9 +14,11 @@ For a chosen neuron n of a layer:
 - **By activation**, for contrast: the inputs with the largest value of n (post-activation channel
   mean by default, as `activations.NeuronDefinition` says), with the same heatmaps.
 
-`neuron_gallery` streams over the split and keeps only the running top-k, then explains those few
-inputs; `explain_input` explains one image for the input inspector; `save_gallery_png` writes
-the gallery as PNG images (the CLI's `--gallery`).
+`neuron_gallery` reads the top-k from what importance kept while it summed the relevance
+(`top_inputs.NeuronTop`), or, for a result stored without them, streams over the split keeping
+only the running top-k; either way it then explains just those few inputs. `explain_input`
+explains one image for the input inspector (one forward and one relevance pass); `save_gallery_png`
+writes the gallery as PNG images (the CLI's `--gallery`).
 """
 
 from __future__ import annotations
@@ -27,13 +29,13 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench.core.activations import NeuronDefinition, hook_point, neuron_values
+from workbench.core.activations import NeuronDefinition, forward_values, hook_point, neuron_values
 from workbench.core.data import step_batch
 from workbench.core.errors import WorkbenchError
-from workbench.core.hooks import own_thread
 from workbench.core.importance import LRP_PASSES, neuron_relevance
 from workbench.core.jobs import JobContext
 from workbench.core.store import atomic_path, write_json
+from workbench.core.top_inputs import NeuronTop
 
 
 @dataclass
@@ -45,7 +47,7 @@ class GalleryItem:
     label: int
     prediction: int
     score: float
-    heatmap: np.ndarray                       # (H, W) float32 input relevance for this neuron, signed
+    heatmap: np.ndarray | None                # (H, W) float32 input relevance for this neuron, signed
     relevance: float = math.nan
     activation: float = math.nan
 
@@ -120,6 +122,8 @@ class _LayerReader:
             raise WorkbenchError(f"The model has no layer {definition.layer!r}.", f"Valid layers: {', '.join(layers)}.")
         catalogue = layer_catalogue(self.module, image_shape)
         self.hooked = hook_point(catalogue, definition)
+        # The activations come from the relevance pass's own forward where the plan has the module.
+        self.outputs = [self.hooked] if self.explainer.reads(self.hooked) else []
         shape = next(layer.output_shape for layer in catalogue if layer.name == definition.layer)
         self.shape = tuple(shape)
         self.neurons = int(shape[0]) if len(shape) == 3 and definition.conv_neuron == "channel-mean" \
@@ -147,22 +151,24 @@ class _LayerReader:
         """(B, neurons) float64: a conv channel's relevance summed over its positions, else per element."""
         return neuron_relevance(R, self.definition.conv_neuron)  # exactly as importance sums it
 
-    def activations(self, x):
-        """(B, neurons) values at the definition's activation point, from a plain forward pass."""
+    def explain(self, x, **options):
+        """The relevance at the layer (and what `options` ask for), with the forward output holding the
+        activations."""
+        return self.explainer.explain(x, layers=[self.definition.layer], outputs=self.outputs, **options)
+
+    def activations(self, result, x):
+        """(B, neurons) float64 values at the definition's activation point: from `result`'s forward pass,
+        or a plain forward pass of `x` where the relevance plan does not run that module on its own."""
         import torch
 
-        grab = {}
-
-        def capture(mod, inputs, output):
-            grab["values"] = neuron_values(output.detach(), self.definition.conv_neuron)
-
-        handle = dict(self.module.named_modules())[self.hooked].register_forward_hook(own_thread(capture))
-        try:
-            with torch.no_grad():
-                self.module(x.to(self.device, self.explainer.dtype))
-        finally:
-            handle.remove()
-        values = grab["values"].to(torch.float64)
+        if not self.outputs:
+            try:
+                return forward_values(self.module, self.hooked, x.to(self.device, self.explainer.dtype),
+                                      self.definition.conv_neuron)
+            except WorkbenchError:
+                raise WorkbenchError(f"Activations of layer {self.definition.layer!r} are NaN or infinite.",
+                                     "Check the model's weights and inputs for extreme values.") from None
+        values = neuron_values(result.outputs[self.hooked], self.definition.conv_neuron).to(torch.float64)
         if not bool(torch.isfinite(values).all()):
             raise WorkbenchError(f"Activations of layer {self.definition.layer!r} are NaN or infinite.",
                                  "Check the model's weights and inputs for extreme values.")
@@ -171,7 +177,7 @@ class _LayerReader:
     def heatmaps(self, x, neuron: int | None):
         """(relevance result, (B, H, W) float32 input heatmaps) from the predicted logits, masked to `neuron`."""
         masks = {self.definition.layer: self.mask(neuron)} if neuron is not None else None
-        result = self.explainer.explain(x, layers=[self.definition.layer], to_input=True, masks=masks)
+        result = self.explain(x, to_input=True, masks=masks)
         return result, result.input.sum(dim=1).float().cpu().numpy()
 
 
@@ -207,15 +213,18 @@ class _RunningTop:
 
 def neuron_gallery(ctx: JobContext, model, dataset, layer: str | NeuronDefinition, neuron: int, *, k: int = 9,
                    split: str = "train", rule="lrp-0", batch_size: int = 500, max_inputs: int | None = None,
-                   seed: int = 0, correct_only: bool = False) -> NeuronGallery:
+                   seed: int = 0, correct_only: bool = False, kept: NeuronTop | None = None) -> NeuronGallery:
     """The top-k inputs of `split` by relevance to `neuron` and by its activation, each with the
     input heatmap of that neuron (see the module docstring for what the numbers mean).
 
     `model` is a `LoadedModel`; `layer` a name or `NeuronDefinition`; `rule` a rule name, `Rule` or
-    `lrp.Composite`. Streams the split (or a seeded sample of `max_inputs`) batch by batch keeping
-    only the running top-k, then explains those inputs. `correct_only` ranks only correctly
-    classified inputs, as importance sums them. Ties go to the lower input index. Progress per
-    batch, partial results (`GalleryProgress`), cancellation checked.
+    `lrp.Composite`. With `kept` — this neuron's inputs kept by the importance result of the same
+    model, layer, rule and split (`ImportanceResult.top_inputs.neuron(n)`) holding at least k — the
+    lists are read from it and only their inputs are explained: no pass over the split. Otherwise it
+    streams the split (or a seeded sample of `max_inputs`) batch by batch keeping only the running
+    top-k, then explains those inputs. `correct_only` ranks only correctly classified inputs, as
+    importance sums them (kept inputs rank all, so it streams). Ties go to the lower input index.
+    Progress per batch, partial results (`GalleryProgress`), cancellation checked.
     """
     from workbench.core.conservation import sample_indices
 
@@ -227,6 +236,8 @@ def neuron_gallery(ctx: JobContext, model, dataset, layer: str | NeuronDefinitio
         raise WorkbenchError(f"The {split} split of {dataset.name!r} holds no images.", "Choose a split with images.")
     reader = _LayerReader(model, dataset.image_shape, definition, rule, ctx.device)
     neuron = reader.check_neuron(neuron)
+    if kept is not None and not correct_only and kept.kept >= min(int(k), kept.inputs):
+        return _gallery_from_kept(ctx, model, dataset, data, reader, neuron, int(k), split, kept)
     indices = sample_indices(len(data), max_inputs, seed)
     total = len(data) if indices is None else len(indices)
     positions = np.arange(len(data)) if indices is None else indices
@@ -235,12 +246,12 @@ def neuron_gallery(ctx: JobContext, model, dataset, layer: str | NeuronDefinitio
     ctx.progress(0, total, "gallery")
     for start, x, y in data.batches(step_batch(batch_size, LRP_PASSES), indices):
         ctx.check()
-        result = reader.explainer.explain(x, layers=[definition.layer], to_input=False)
+        result = reader.explain(x, to_input=False)
         if result.logits.shape[1] != dataset.num_classes:
             raise WorkbenchError(f"The model has {result.logits.shape[1]} outputs but dataset {dataset.name!r} has "
                                  f"{dataset.num_classes} classes.", "Choose a model trained on this dataset.")
         relevance = reader.neuron_relevance(result.layers[definition.layer])[:, neuron].cpu().numpy()
-        activation = reader.activations(x)[:, neuron].cpu().numpy()
+        activation = reader.activations(result, x)[:, neuron].cpu().numpy()
         prediction = result.logits.argmax(1).cpu().numpy()
         labels = y.numpy()
         columns = {"index": positions[start:start + len(y)], "label": labels, "prediction": prediction,
@@ -278,6 +289,50 @@ def neuron_gallery(ctx: JobContext, model, dataset, layer: str | NeuronDefinitio
                     "heatmap": "relevance of neuron n alone propagated to the input, summed over channels"})
 
 
+def kept_items(kept: NeuronTop, labels, k: int) -> tuple[list[GalleryItem], list[GalleryItem]]:
+    """The first k kept inputs of a neuron by relevance and by activation, as gallery items without
+    heatmaps: a lookup, so a view can show them at once while the heatmaps are computed."""
+    labels = np.asarray(labels)
+
+    def items(ranking: str) -> list[GalleryItem]:
+        c = kept.columns[ranking]
+        return [GalleryItem(int(c["index"][i]), int(labels[c["index"][i]]), int(c["prediction"][i]),
+                            float(c[ranking][i]), None, float(c["relevance"][i]), float(c["activation"][i]))
+                for i in range(min(k, kept.kept))]
+
+    return items("relevance"), items("activation")
+
+
+def _gallery_from_kept(ctx: JobContext, model, dataset, data, reader: _LayerReader, neuron: int, k: int,
+                       split: str, kept: NeuronTop) -> NeuronGallery:
+    """The gallery read from the inputs importance kept for `neuron`: only those k inputs are explained."""
+    definition = reader.definition
+    if (kept.layer, kept.neuron, kept.split) != (definition.layer, neuron, split):
+        raise WorkbenchError(f"The kept inputs are those of neuron {kept.neuron} of {kept.layer!r} on the {kept.split} "
+                             f"split, not of neuron {neuron} of {definition.layer!r} on the {split} split.",
+                             "Pass the kept inputs of the neuron shown.")
+    ctx.progress(0, 1, "gallery from the inputs kept with the relevance")
+    wanted = np.unique(np.concatenate([columns["index"][:k] for columns in kept.columns.values()]))
+    if len(wanted) and wanted[-1] >= len(data):
+        raise WorkbenchError(f"The stored relevance result names {split} image #{int(wanted[-1]):,}, but the split "
+                             f"has {len(data):,} images.", "Compute the relevance again (Compute again).")
+    by_relevance, by_activation = kept_items(kept, data.labels, k)
+    ctx.check()
+    _, maps = reader.heatmaps(data.tensor(wanted), neuron)  # one batch of at most 2k inputs
+    heatmaps = dict(zip(wanted.tolist(), maps))
+    for item in by_relevance + by_activation:
+        item.heatmap = np.ascontiguousarray(heatmaps[item.index], dtype=np.float32)
+    ctx.progress(1, 1, "gallery")
+    return NeuronGallery(
+        layer=definition.layer, neuron=neuron, split=split, rule=reader.composite.describe(),
+        by_relevance=by_relevance, by_activation=by_activation, definition=definition, inputs=kept.inputs,
+        provenance={"model": model.name, "model_fingerprint": model.fingerprint(), "dataset": dataset.name,
+                    "k": k, "max_inputs": None, "seed": None, "correct_only": False,
+                    "ranked": "kept by the importance result while it summed the relevance over the split",
+                    "relevance": "R_n(x) from the predicted logit",
+                    "heatmap": "relevance of neuron n alone propagated to the input, summed over channels"})
+
+
 def explain_input(model, dataset, split, index: int, layer: str | NeuronDefinition, *, rule="lrp-0",
                   neuron: int | None = None, device="cpu") -> InputExplanation:
     """Explain one image at `layer`: the heatmap from its predicted logit (or of `neuron` alone, as
@@ -302,7 +357,7 @@ def explain_input(model, dataset, split, index: int, layer: str | NeuronDefiniti
         index=int(index), label=int(data.labels[index]), prediction=int(result.logits.argmax(1)[0]),
         heatmap=np.ascontiguousarray(maps[0], dtype=np.float32),
         layer_relevance=reader.neuron_relevance(result.layers[definition.layer])[0].cpu().numpy().astype(np.float32),
-        layer_activation=reader.activations(x)[0].cpu().numpy().astype(np.float32), neuron=neuron)
+        layer_activation=reader.activations(result, x)[0].cpu().numpy().astype(np.float32), neuron=neuron)
 
 
 def explain(ctx, model, dataset, split, index: int, layer: str, neuron: int | None = None) -> InputExplanation:

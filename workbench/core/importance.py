@@ -11,6 +11,10 @@ Sums are signed and kept in float64, batch by batch; nothing grows with the numb
 cancellation, hands out the running totals, and stores its result as a project artifact keyed by
 everything that determines it (model weights, data, layer, neuron definition, rule, sample), so an
 identical request is read back instead of recomputed. A cancelled run stores nothing.
+
+While it streams, it also keeps, per neuron, the few inputs that rank highest by relevance and by
+activation (`top_inputs.TopInputs`, every input of the split, misclassified ones too), stored with
+the result, so a neuron's gallery needs no second pass over the split.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from workbench.core.activations import NeuronDefinition
+from workbench.core.activations import NeuronDefinition, forward_values, hook_point, neuron_values
 from workbench.core.data import step_batch
 from workbench.core.errors import WorkbenchError
 from workbench.core.jobs import JobContext
@@ -31,6 +35,9 @@ from workbench.core.sampling import seeded_sample
 from workbench.core.shard_plan import range_inputs, range_plan
 from workbench.core.sharding import input_ranges, run_plan, sharding
 from workbench.core.store import reading
+from workbench.core.top_inputs import COLUMNS, RANKINGS, TopInputs, array_name
+
+TOP_INPUTS = 16  # inputs kept per neuron for its gallery (the view shows 9); 0 keeps none
 
 ARTIFACT_KIND = "importance"
 
@@ -89,6 +96,7 @@ class ImportanceResult:
     artifact: str | None = None
     reused: bool = False
     provenance: dict = field(default_factory=dict)
+    top_inputs: TopInputs | None = None  # each neuron's best inputs of the split; None in older results
 
     @property
     def neurons(self) -> int:
@@ -149,7 +157,7 @@ LRP_PASSES = 3  # what one input's relevance costs, in forward passes (a forward
 def compute_importance(ctx: JobContext, model, dataset, layer: str | NeuronDefinition, rule="lrp-0",
                        per_class: bool = False, batch_size: int = 256, project=None, *, split: str = "train",
                        max_inputs: int | None = None, seed: int = 0,
-                       stored_only: bool = False) -> ImportanceResult | None:
+                       stored_only: bool = False, top_inputs: int = TOP_INPUTS) -> ImportanceResult | None:
     """Relevance of every neuron of `layer`, summed over the correctly classified inputs of `split`.
 
     `model` is a `LoadedModel`; `dataset` a `Dataset`. `layer` is a layer name or a
@@ -158,7 +166,9 @@ def compute_importance(ctx: JobContext, model, dataset, layer: str | NeuronDefin
     `lrp.Composite` (which also picks the max-pool variant). `max_inputs` scans a seeded random
     sample of that many images instead of the whole split. With a `project`, an artifact made the
     same way is reused, and a new result is saved as one; `stored_only` reads that artifact and
-    computes nothing (None when there is none).
+    computes nothing (None when there is none). `top_inputs` inputs per neuron are kept by relevance
+    and by activation for the neuron gallery (0: none); a stored result is reused whether or not it
+    kept them.
     """
 
     from workbench.core.lrp import LRP, as_composite
@@ -176,6 +186,9 @@ def compute_importance(ctx: JobContext, model, dataset, layer: str | NeuronDefin
     if definition.layer not in layers:
         raise WorkbenchError(f"The model has no layer {definition.layer!r}.", f"Valid layers: {', '.join(layers)}.")
     num_classes = dataset.num_classes
+    if isinstance(top_inputs, bool) or not isinstance(top_inputs, (int, np.integer)) or top_inputs < 0:
+        raise WorkbenchError(f"top_inputs must be a whole number of at least 0; got {top_inputs!r}.",
+                             f"Keep {TOP_INPUTS} inputs per neuron, or 0 for none.")
 
     indices = None
     if max_inputs is not None:
@@ -207,8 +220,13 @@ def compute_importance(ctx: JobContext, model, dataset, layer: str | NeuronDefin
         return None
 
     total = len(data) if indices is None else len(indices)
+    hooked = None
+    if top_inputs:
+        from workbench.core.layers import layer_catalogue
+
+        hooked = hook_point(layer_catalogue(module, dataset.image_shape), definition)
     inputs = RelevanceInputs(module, composite, data, indices, definition, bool(per_class), num_classes,
-                             batch_size, dataset.name)
+                             batch_size, dataset.name, int(top_inputs), hooked, split)
     if sharding(ctx):
         sums = _sharded_sums(ctx, inputs, total)
     else:
@@ -219,12 +237,19 @@ def compute_importance(ctx: JobContext, model, dataset, layer: str | NeuronDefin
         ranking=rank_neurons(totals_np), counts=counts_np, inputs=total,
         class_names=list(dataset.class_names), per_class=per_class_np,
         per_class_ranking=_class_rankings(per_class_np, counts_np) if per_class_np is not None else None,
-        provenance={**how, "cache_key": key, "per_class": bool(per_class)})
+        provenance={**how, "cache_key": key, "per_class": bool(per_class)}, top_inputs=sums.top)
+    if sums.top is not None:
+        result.provenance.update(top_inputs=int(top_inputs), top_inputs_at=hooked,
+                                 top_inputs_ranked="every input summed over, misclassified ones too; by R_n(x) "
+                                                   "from the predicted logit and by activation; ties to the "
+                                                   "lower index")
     if project is not None:
         name = f"importance-{model.name}-{definition.layer}-{composite.label}-{key[:8]}"
         arrays = {"totals": totals_np, "ranking": result.ranking, "counts": counts_np}
         if per_class_np is not None:
             arrays.update(per_class=per_class_np, per_class_ranking=result.per_class_ranking)
+        if sums.top is not None:
+            arrays.update(sums.top.arrays())
         project.save_artifact(ARTIFACT_KIND, name, arrays, **result.provenance, inputs=total,
                               class_names=result.class_names, correct=result.correct)
         result.artifact = name
@@ -244,20 +269,26 @@ class RelevanceInputs:
     num_classes: int
     batch_size: int
     dataset: str
+    top_inputs: int = 0  # inputs kept per neuron by relevance and by activation (0: none)
+    activation_at: str | None = None  # the module whose output holds the neurons' activations
+    split: str = ""
 
 
 @dataclass
 class RelevanceSums:
     """Relevance summed over some inputs: (neurons,) totals, (classes,) correctly classified inputs, and in
-    per-class mode (classes, neurons) totals; float64 sums, so shards add up to the whole within rounding."""
+    per-class mode (classes, neurons) totals; float64 sums, so shards add up to the whole within rounding.
+    `top`: the inputs kept per neuron, when asked for (shards merge them exactly)."""
 
     totals: np.ndarray
     counts: np.ndarray
     per_class: np.ndarray | None = None
+    top: TopInputs | None = None
 
     def __add__(self, other: "RelevanceSums") -> "RelevanceSums":
         return RelevanceSums(self.totals + other.totals, self.counts + other.counts,
-                             None if self.per_class is None else self.per_class + other.per_class)
+                             None if self.per_class is None else self.per_class + other.per_class,
+                             None if self.top is None else self.top.merge(other.top))
 
 
 def relevance_sums(ctx: JobContext, inputs: RelevanceInputs, indices, explainer=None,
@@ -274,16 +305,20 @@ def relevance_sums(ctx: JobContext, inputs: RelevanceInputs, indices, explainer=
     module.to(device)
     explainer = explainer or LRP(module, inputs.composite)
     definition, num_classes = inputs.definition, inputs.num_classes
-    totals = class_totals = None  # sized by the first batch: neurons are channels or elements of the layer output
+    totals = class_totals = top = None  # sized by the first batch: neurons are channels or elements of the layer output
+    hooked = inputs.activation_at if inputs.top_inputs else None
+    outputs = [hooked] if hooked is not None and explainer.reads(hooked) else []  # activations from the same forward
     counts = torch.zeros(num_classes, dtype=torch.int64, device=device)
     total = len(inputs.data) if indices is None else len(indices)
     done = 0
     ctx.progress(0, total, "importance")
-    for _, x, y in inputs.data.batches(step_batch(inputs.batch_size, LRP_PASSES), indices):
+    for start, x, y in inputs.data.batches(step_batch(inputs.batch_size, LRP_PASSES), indices):
         ctx.check()
         y = y.to(device)
-        relevance = explainer.explain(x, layers=[definition.layer], to_input=False,
-                                      keep=lambda logits: logits.argmax(1) == y)
+        # Kept top inputs rank misclassified inputs too, so every input starts from its predicted logit;
+        # their rows are zeroed before summing below, which is what `keep` does otherwise.
+        relevance = explainer.explain(x, layers=[definition.layer], to_input=False, outputs=outputs,
+                                      keep=None if hooked else (lambda logits: logits.argmax(1) == y))
         if relevance.logits.shape[1] != num_classes:
             raise WorkbenchError(f"The model has {relevance.logits.shape[1]} outputs but dataset {inputs.dataset!r} "
                                  f"has {num_classes} classes.", "Choose a model trained on this dataset.")
@@ -293,6 +328,16 @@ def relevance_sums(ctx: JobContext, inputs: RelevanceInputs, indices, explainer=
             if inputs.per_class:
                 class_totals = torch.zeros((num_classes, per_input.shape[1]), dtype=torch.float64, device=device)
         correct = relevance.logits.argmax(1) == y
+        if hooked is not None:
+            if top is None:
+                top = TopInputs(inputs.top_inputs, per_input.shape[1], definition.layer, inputs.split)
+            values = neuron_values(relevance.outputs[hooked], definition.conv_neuron) if outputs else \
+                forward_values(module, hooked, x.to(device, explainer.dtype), definition.conv_neuron)
+            stop = start + len(y)
+            positions = np.arange(start, stop) if indices is None else np.asarray(indices[start:stop])
+            top.offer(positions, per_input.cpu().numpy(), values.to(torch.float64).cpu().numpy(),
+                      relevance.logits.argmax(1).cpu().numpy())
+            per_input = per_input * correct[:, None]
         totals += per_input.sum(dim=0)  # rows of misclassified inputs are zero: they started from zero
         counts += torch.bincount(y[correct], minlength=num_classes)
         if class_totals is not None:
@@ -302,7 +347,7 @@ def relevance_sums(ctx: JobContext, inputs: RelevanceInputs, indices, explainer=
         if partials:
             ctx.partial(ImportanceProgress(done, total, totals.cpu().numpy().copy(), counts.cpu().numpy().copy()))
     return RelevanceSums(totals.cpu().numpy(), counts.cpu().numpy(),
-                         class_totals.cpu().numpy() if class_totals is not None else None)
+                         class_totals.cpu().numpy() if class_totals is not None else None, top)
 
 
 def relevance_shard(ctx: JobContext, inputs: RelevanceInputs, piece: tuple[int, int]) -> RelevanceSums:
@@ -331,6 +376,16 @@ def _class_rankings(per_class: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return ranks
 
 
+def _stored_top(artifact, how: dict, neurons: int) -> TopInputs | None:
+    """The inputs kept per neuron, or None for a result stored before they were kept."""
+    if array_name("relevance", "index") not in artifact.names:
+        return None
+    arrays = {array_name(ranking, column): artifact.numbers(array_name(ranking, column), ndim=2, length=neurons)
+              for ranking in RANKINGS for column in COLUMNS}
+    return TopInputs.from_arrays(arrays, int(how["top_inputs"]), int(how["inputs"]), str(how["layer"]),
+                                 str(how.get("split", "")))
+
+
 def load_importance(project, name: str) -> ImportanceResult:
     """Read an importance artifact back from a project."""
     artifact = project.load_artifact(name, ARTIFACT_KIND)
@@ -348,5 +403,5 @@ def load_importance(project, name: str) -> ImportanceResult:
             class_names=[str(c) for c in how.get("class_names", [])],
             per_class=artifact.numbers("per_class", ndim=2, length=len(counts)) if per_class else None,
             per_class_ranking=artifact.numbers("per_class_ranking", ndim=2, length=len(counts)) if per_class else None,
-            artifact=name, reused=True, provenance=how)
+            artifact=name, reused=True, provenance=how, top_inputs=_stored_top(artifact, how, len(totals)))
     return result

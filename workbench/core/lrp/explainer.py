@@ -28,7 +28,8 @@ class Relevance:
     layer, shaped like that output; `input` the relevance at the input (or None if not asked for).
     `absorbed` (only with `track_absorbed`): for each layer the pass crossed that keeps relevance
     back — Conv/Linear biases and stabilisers, pooling and residual sums (stabiliser, constants) —
-    the amount it kept, per input, (N,) float64.
+    the amount it kept, per input, (N,) float64. `outputs`: the forward pass's output of each layer
+    asked for with `outputs=`, detached.
     """
 
     logits: torch.Tensor
@@ -37,6 +38,7 @@ class Relevance:
     layers: dict[str, torch.Tensor]
     input: torch.Tensor | None
     absorbed: dict[str, torch.Tensor] = field(default_factory=dict)
+    outputs: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
 class LRP:
@@ -86,6 +88,10 @@ class LRP:
         """Names at which relevance can be read: 'input', then every layer in execution order."""
         return list(self._names)
 
+    def reads(self, name: str) -> bool:
+        """Whether relevance and outputs can be read at layer `name`: the model has it and runs it once."""
+        return len(self._names.get(name, ())) == 1
+
     def _resolve(self, layers: Iterable[str] | str) -> dict[str, int]:
         if isinstance(layers, str):
             layers = self.layer_names if layers == "all" else [layers]
@@ -104,7 +110,7 @@ class LRP:
                 layers: Iterable[str] | str = (), to_input: bool = True,
                 keep: torch.Tensor | Callable[[torch.Tensor], torch.Tensor] | None = None,
                 check_finite: bool = True, masks: dict[str, torch.Tensor] | None = None,
-                track_absorbed: bool = False) -> Relevance:
+                track_absorbed: bool = False, outputs: Iterable[str] = ()) -> Relevance:
         """Relevance for a batch `x`, from the target logit (default: the predicted class;
         docs/methods/importance.md#starting-relevance).
 
@@ -119,12 +125,14 @@ class LRP:
         (broadcast against the output, e.g. a one-hot (C, 1, 1) channel mask or (F,) unit mask)
         before it goes further down, so the relevance below — the input heatmap — is that of the
         kept neurons only. `layers` still reports the relevance at a masked layer as it arrived,
-        before masking. `track_absorbed`: fill `Relevance.absorbed` (see there).
+        before masking. `track_absorbed`: fill `Relevance.absorbed` (see there). `outputs`: layer names
+        whose forward outputs to return as well (`Relevance.outputs`), so a caller that needs a layer's
+        activations too does not run a second forward pass.
         """
         chosen = self._resolve(layers)
         masked = {self._resolve(name)[name]: mask for name, mask in (masks or {}).items()}
         x = x.to(self.device, self.dtype)
-        options = {"masks": masked, "track_absorbed": track_absorbed}
+        options = {"masks": masked, "track_absorbed": track_absorbed, "outputs": self._resolve(list(outputs))}
         result = self._explain(x, target, chosen, to_input, keep, check_finite, diagnose=False, **options)
         if check_finite and not all(bool(torch.isfinite(r).all()) for r in
                                     (*result.layers.values(), *([result.input] if result.input is not None else []))):
@@ -137,9 +145,12 @@ class LRP:
     __call__ = explain
 
     def _explain(self, x, target, chosen: dict[str, int], to_input: bool, keep, check_finite: bool,
-                 diagnose: bool, masks: dict[int, torch.Tensor], track_absorbed: bool) -> Relevance:
+                 diagnose: bool, masks: dict[int, torch.Tensor], track_absorbed: bool,
+                 outputs: dict[str, int]) -> Relevance:
         first_needed = 0 if to_input or not chosen else min(chosen.values())
         values, leaves = self._forward(x, first_needed)
+        # Taken before the relevance pass, which frees each node's value as it goes.
+        forward_outputs = {name: values[i].detach() for name, i in outputs.items()}
         logits = values[self._output].detach()
         if check_finite and not bool(torch.isfinite(logits).all()):
             self._raise_forward(values)
@@ -152,7 +163,7 @@ class LRP:
         absorbed = {} if track_absorbed else None
         recorded, input_relevance = self._backward(values, leaves, R_out, chosen, to_input, diagnose, masks,
                                                    absorbed)
-        return Relevance(logits, target, start, recorded, input_relevance, absorbed or {})
+        return Relevance(logits, target, start, recorded, input_relevance, absorbed or {}, forward_outputs)
 
     def _target(self, target, logits: torch.Tensor) -> torch.Tensor:
         if logits.dim() != 2:

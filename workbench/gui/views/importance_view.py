@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 
 from workbench.core.ablation import ablation_check
 from workbench.core.errors import WorkbenchError
-from workbench.core.gallery import explain, neuron_gallery
+from workbench.core.gallery import explain, kept_items, neuron_gallery
 from workbench.gui.errors import report_error
 from workbench.gui.jobs import INTERACTIVE, Job
 from workbench.gui.keyed_jobs import KeyedJobs
@@ -49,7 +49,7 @@ from workbench.gui.widgets.relevance_heatmap import RelevanceHeatmap
 
 DEFAULT_M = 6  # IDC's default number of important neurons (docs/methods/idc.md#important-neurons)
 GALLERY_SIZE = 9  # images per ranking: a 3×3 grid
-GALLERY_SAMPLE = 10_000  # training images a gallery ranks: a seeded sample keeps it to seconds
+GALLERY_SAMPLE = 10_000  # training images a gallery ranks when the relevance result kept none (stored before)
 ABLATION_DRAWS = 5
 M_DEBOUNCE_MS = 300  # the ablation waits for the m spin box to rest
 PARTIAL_REDRAW_MS = 250  # running relevance totals are redrawn at most this often
@@ -408,7 +408,15 @@ class ImportanceView(AnalysisView):
         base = self._model_key()
         if base is None or self.result is None or self.selection.neuron is None:
             return None
-        return base + (self.selection.neuron,)
+        # A result that kept each neuron's inputs gives another (complete) gallery than a sampled pass.
+        return base + (self.selection.neuron, self._kept_inputs() is not None)
+
+    def _kept_inputs(self):
+        """The inputs the relevance result kept per neuron, if it is this layer's and kept them."""
+        result = self.result
+        if result is None or result.top_inputs is None or self.shown_key != self.key():
+            return None
+        return result.top_inputs
 
     def _request_gallery(self) -> None:
         if not self.isVisible():
@@ -416,16 +424,19 @@ class ImportanceView(AnalysisView):
         key = self.gallery_key()
         if key is None:
             return
-        model, _, spec, layer, neuron = key
+        model, _, spec, layer, neuron, _ = key
         self.gallery.title.setText(f"Neuron {neuron} of {layer}")
         if self.jobs.result(("gallery", key)) is not None:
             self._show_gallery(key)
             return
         if self.jobs.error(("gallery", key)) is None:
+            kept = self._kept_inputs()
+            # With the kept inputs the job explains just those 2k images; without (a result stored before
+            # they were kept) it ranks a seeded sample of the training split.
+            where = {"kept": kept.neuron(neuron)} if kept is not None else {"max_inputs": GALLERY_SAMPLE}
             self.jobs.run(("gallery", key), f"Gallery of neuron {neuron} of {layer} in {model}", neuron_gallery,
                           self.session.models[model].model, self.session.datasets[spec], layer, neuron, k=GALLERY_SIZE,
-                          split=self.session.datasets[spec].fit_split, max_inputs=GALLERY_SAMPLE, group="gallery",
-                          lane=INTERACTIVE,
+                          split=self.session.datasets[spec].fit_split, **where, group="gallery", lane=INTERACTIVE,
                           view="importance", portable=True)
         self._show_gallery(key)
 
@@ -434,13 +445,13 @@ class ImportanceView(AnalysisView):
             return
         gallery = self.jobs.result(("gallery", key))
         error = self.jobs.error(("gallery", key))
-        neuron = key[-1]
+        neuron = key[4]
         if gallery is not None:
             data = self.session.datasets[key[2]]
             split = data.split(gallery.split)
             names = list(data.class_names)
-            note = (f"From a seeded sample of {GALLERY_SAMPLE:,} {fitted_on(data)}."
-                    if len(split) > GALLERY_SAMPLE else "")
+            note = (f"From a seeded sample of {gallery.inputs:,} {fitted_on(data)}."
+                    if gallery.inputs < len(split) else "")
             self.staged.stage(self.gallery.by_relevance, self.gallery.by_activation)
             self.gallery.set_tiles(self._tiles(gallery.by_relevance, split, names),
                                    self._tiles(gallery.by_activation, split, names), note)
@@ -451,6 +462,16 @@ class ImportanceView(AnalysisView):
             if details:
                 actions.append(("Details…", lambda: report_error(self, exc, details, title="Gallery failed")))
             self.gallery.stack.show_message(f"No gallery for neuron {neuron}", error_text(exc), actions)
+        elif self.jobs.running(("gallery", key)) and self._kept_inputs() is not None:
+            # The kept lists are a lookup: the images show at once, their relevance drawn when the job has
+            # computed it (it may wait for another click's job in the interactive lane).
+            data = self.session.datasets[key[2]]
+            split = data.split(data.fit_split)
+            names = list(data.class_names)
+            by_relevance, by_activation = kept_items(self._kept_inputs().neuron(neuron), split.labels, GALLERY_SIZE)
+            self.staged.stage(self.gallery.by_relevance, self.gallery.by_activation)
+            self.gallery.set_tiles(self._tiles(by_relevance, split, names), self._tiles(by_activation, split, names),
+                                   "Drawing where in each image the relevance lies…")
         elif self.jobs.running(("gallery", key)):
             self.gallery.stack.show_message(f"Finding the images of neuron {neuron}…",
                                             "The training images that make it most relevant and most active.",
