@@ -105,7 +105,9 @@ def coverage_work(ctx: JobContext, model, dataset: Dataset, sets: list[tuple], l
         except WorkbenchError:
             importance = None  # the measuring job reports why
     missing, tests = [], []
-    for split, indices in sets:
+    steps = len(sets) + len(groups) + 1  # the stored results of each set, the relevance trial, each group's
+    for step, (split, indices) in enumerate(sets):
+        ctx.progress(step, steps, "reading what the project stored")
         stored = measure_groups(ctx.quiet(), model, dataset, split, indices, layer, groups, m, importance, project,
                                 stored_only=True)
         missing.append(tuple(name for group in groups for name in group if name not in stored.results))
@@ -125,6 +127,7 @@ def coverage_work(ctx: JobContext, model, dataset: Dataset, sets: list[tuple], l
     def add(part: str, seconds: float) -> None:
         parts[part] = parts.get(part, 0.0) + seconds
 
+    ctx.progress(len(sets), steps, "timing a trial on a sample")
     if importance is None and any("idc" in names for names in missing):
         clock = PassClock()
         try:
@@ -135,7 +138,8 @@ def coverage_work(ctx: JobContext, model, dataset: Dataset, sets: list[tuple], l
         else:
             per_input, whole = clock.pass_seconds("importance")
             add("relevance", per_input * len(fit) + max(clock.total() - whole, 0.0))
-    for group in groups:
+    for step, group in enumerate(groups, start=len(sets) + 1):
+        ctx.progress(step, steps, "timing a trial on a sample")
         wanted = tuple(name for name in group if any(name in names for names in missing))
         if not wanted:
             continue
@@ -156,7 +160,7 @@ def coverage_work(ctx: JobContext, model, dataset: Dataset, sets: list[tuple], l
         test_input, test_whole = clock.pass_seconds("coverage: test inputs")
         outside = max(clock.total() - fit_whole - finish - test_whole, 0.0)
         add("training pass", fit_input * len(fit))
-        if small is not None and len(rows) < len(fit) and finish > FIXED_FINISH_S:
+        if small is not None and finish > FIXED_FINISH_S:
             # The finish is a fixed cost (k-means' start, a silhouette on a capped sample) plus a part that
             # grows with the inputs: a fit on one batch, timed warm, tells the two apart.
             again = _trial(ctx, model, small, layer, wanted, test, sample[:1], m, given)
@@ -169,6 +173,7 @@ def coverage_work(ctx: JobContext, model, dataset: Dataset, sets: list[tuple], l
                 grows = scale if any(name in COMPARES_WITH_TRAINING for name in measured) else 1.0
                 add("test pass", test_input * grows * (len(test) if indices is None else len(indices)))
                 add("set-up", outside)
+    ctx.progress(steps, steps, "timed")
     return CoverageWork(missing, sum(parts.values()), parts)
 
 
