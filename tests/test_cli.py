@@ -263,8 +263,8 @@ def _bad_model(tmp_path: Path, kind: str, digits_model) -> tuple[Path, list[str]
 
 @pytest.mark.parametrize("kind, words", [
     ("missing", ["No model file", "missing.pt"]),
-    ("truncated", ["truncated.pt", "not a readable PyTorch file"]),
-    ("random", ["random.pt", "not a readable PyTorch file"]),
+    ("truncated", ["truncated.pt", "is a zip archive", "cut off or damaged", "copy or export it again"]),
+    ("random", ["random.pt", "is not a PyTorch file"]),
     ("wrong-keys", ["do not fit", "missing in file: fc2.bias", "fc1.weight: file (32, 99) vs model (32, 128)"]),
     ("nan", ["NaN"]),
     ("classes", ["(3,) scores", "10 classes"]),

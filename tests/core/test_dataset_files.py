@@ -201,7 +201,7 @@ def test_npz_refusals(tmp_path, name, arrays, words):
 
 def test_npz_not_a_zip(tmp_path):
     (tmp_path / "junk.npz").write_bytes(RNG.integers(0, 256, 300, dtype=np.uint8).tobytes())
-    err = _refused(tmp_path / "junk.npz", "junk.npz", "not an NPZ")
+    err = _refused(tmp_path / "junk.npz", "junk.npz", "cannot be read as an NPZ file")
     assert "pickled" not in err.message
 
 

@@ -65,8 +65,9 @@ def test_the_loader_checks_the_class_embeddings(trained, tmp_path):
     folder = tmp_path / "dm"
     shutil.copytree(trained.folder, folder)
     descriptor = json.loads((folder / "generator.json").read_text())
-    (folder / "generator.json").write_text(json.dumps({**descriptor, "num_classes": 5}))
-    with pytest.raises(WorkbenchError, match="class embeddings for 10 classes, but its generator.json names 5"):
+    card = {k: v for k, v in descriptor["card"].items() if k != "class_names"}
+    (folder / "generator.json").write_text(json.dumps({**descriptor, "num_classes": 5, "card": card}))
+    with pytest.raises(WorkbenchError, match="num_classes is 5, but the weights were trained for 10 classes"):
         load_generator(folder)
     (folder / "generator.json").write_text(json.dumps(descriptor))
     (folder / "scheduler_config.json").unlink()
@@ -89,25 +90,20 @@ def test_a_diffusers_without_class_embeddings_is_refused():
     check_class_embeddings(UNet2DModel)  # the installed one has them
 
 
-def test_a_cancel_stops_training_within_a_second(tmp_path, fashion_tiny):
-    """The spec-sized model (0.62 M parameters): a cancel is seen at the next batch."""
-    import threading
-    import time
-
+def test_a_cancel_stops_training_at_the_next_batch(tmp_path, fashion_tiny):
+    """The spec-sized model (0.62 M parameters): a cancel is seen at the next batch, so it stops within
+    a batch's time (a step of its training: benchmarks/bench_generation.py)."""
     from workbench.core.errors import Cancelled
 
-    cancelled_at = {}
+    reported = []
 
     def progress(done, total, message):
-        if done == 1 and "timer" not in cancelled_at:
-            def cancel():
-                cancelled_at["t"] = time.monotonic()
-                ctx.cancel()
-            cancelled_at["timer"] = threading.Timer(0.2, cancel)
-            cancelled_at["timer"].start()
+        reported.append(done)
+        if done == 1:
+            ctx.cancel()  # during the first of 13 batches' reports
 
     ctx = JobContext("cpu", on_progress=progress)
     with pytest.raises(Cancelled):
         train_generator(ctx, "diffusion", fashion_tiny, tmp_path / "dm", epochs=1, batch_size=32)
-    assert time.monotonic() - cancelled_at["t"] < 1.0
+    assert reported == [1]  # the second batch's report raised: no further batch was reported
     assert not (tmp_path / "dm").exists()

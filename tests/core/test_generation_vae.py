@@ -169,12 +169,15 @@ def test_damaged_or_mismatched_folders_are_refused(tmp_path, trained):
     with pytest.raises(WorkbenchError, match="damaged: its weights do not match"):
         load_generator(folder)
 
-    (folder / "generator.json").write_text(json.dumps({**descriptor, "kind": "flow"}))
+    (folder / "generator.json").write_text(json.dumps({**descriptor, "kind": "flow",
+                                                       "card": {**descriptor["card"], "kind": "flow"}}))
     with pytest.raises(WorkbenchError, match="kind 'flow', which this workbench does not have"):
         load_generator(folder)
 
-    (folder / "generator.json").write_text(json.dumps({**descriptor, "config": {"h_dim": 32, "z_dim": 8}}))
-    with pytest.raises(WorkbenchError, match="do not fit the generator"):
+    smaller = {"h_dim": 32, "z_dim": 8}
+    (folder / "generator.json").write_text(json.dumps({**descriptor, "config": smaller,
+                                                       "card": {**descriptor["card"], "config": smaller}}))
+    with pytest.raises(WorkbenchError, match="do not fit the weights stored beside it"):
         load_generator(folder)
 
     (folder / "generator.json").write_text("{not json")

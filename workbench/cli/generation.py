@@ -169,6 +169,9 @@ def cmd_generate(args) -> int:
     if not names:
         raise error("No generator was named.", "Name bundled generators or folders, separated by commas.")
     generators = [(name, load_generator(name, num_classes=dataset.num_classes)) for name in names]
+    for name, generator in generators:  # e.g. a hand-written card whose weights could not be checked
+        for warning in generator.load_warnings:
+            print(f"warning: {name}: {warning}", file=sys.stderr)
     validators, note = choose_validators(dataset, args.validators or "", not args.no_proxies)
     if note:
         print(f"note: {note}", file=sys.stderr)
@@ -255,9 +258,11 @@ def cmd_generators(args) -> int:
         data = read_descriptor(folder)
         generator = load_generator(folder)  # checks the files and the weights' hash
         card = generator.card
+        # what loading found (weights no recorded hash checked) is said beside the card's own warnings
         payload = {**card.to_dict(), "path": str(folder), "latent_dim": generator.latent_dim,
-                   "config": data["config"], "warnings": card.warnings()}
-        emit(args, payload, card_text(card, folder) + f"\nLatent dimension {generator.latent_dim}")
+                   "config": data["config"], "warnings": card.warnings() + generator.load_warnings}
+        emit(args, payload, card_text(card, folder) + f"\nLatent dimension {generator.latent_dim}"
+             + "".join(f"\nwarning: {w}" for w in generator.load_warnings))
         return 0
     kinds = [{"name": k.name, "title": k.title, "presets": list(k.presets), "conditional": k.conditional,
               "can_encode": k.can_encode, "plugin": k.plugin, "training_defaults": k.training_defaults}

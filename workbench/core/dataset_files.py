@@ -103,8 +103,9 @@ def load_npz(path: Path) -> Dataset:
 
     regular_file(path, "NPZ file")  # is_zipfile says False for a file it cannot read: say why instead
     if not zipfile.is_zipfile(path):  # np.load would take any other bytes for a pickle
-        raise WorkbenchError(f"{path.name} is not an NPZ file (an NPZ is a zip archive of arrays).",
-                             "Check the file is complete; write it with numpy.savez.")
+        raise WorkbenchError(f"{path.name} cannot be read as an NPZ file: it is not a whole zip archive of arrays "
+                             "(it may be cut short, or another kind of file).",
+                             "Copy or write it again (numpy.savez writes one).")
     try:
         with np.load(path, allow_pickle=False) as z:
             data = {k: z[k] for k in z.files}

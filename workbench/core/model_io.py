@@ -294,6 +294,63 @@ def _refused_global(exc: Exception) -> str:
     return f"The file needs the Python object {found.group(1)} to be unpickled." if found else text
 
 
+CUT_SHORT = "It was probably cut short while it was copied or downloaded: copy or export it again."
+MODEL_FILES = "Give a model file: .pt or .pth (torch.save), .pt2 (torch.export), TorchScript, or .safetensors."
+
+
+def unreadable_model_file(path: Path, exc: BaseException) -> WorkbenchError:
+    """Why a file the readers refused is no model, said from what its bytes are (an empty file, a cut-off
+    or foreign zip, a NumPy or HDF5 file, a damaged pickle): the reader's own text goes to the details."""
+    details = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, PermissionError):
+        return WorkbenchError(f"{path.name} cannot be read: permission denied.",
+                              "Fix its permissions, or copy it somewhere you can read it.", details=details)
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except PermissionError:
+        return WorkbenchError(f"{path.name} cannot be read: permission denied.",
+                              "Fix its permissions, or copy it somewhere you can read it.", details=details)
+    except OSError as err:
+        return WorkbenchError(f"{path.name} cannot be read: {err.strerror or err}.", "Check the file and its disk.",
+                              details=details)
+    if size == 0:
+        return WorkbenchError(f"{path.name} is empty (0 bytes).", CUT_SHORT, details=details)
+    if head.startswith(b"PK"):
+        try:
+            with zipfile.ZipFile(path) as archive:
+                names = archive.namelist()
+        except (zipfile.BadZipFile, OSError):  # the list of its contents, at its end, is missing
+            return WorkbenchError(f"{path.name} is a zip archive (the format torch.save and .npz files use) that is cut "
+                                  "off or damaged.", CUT_SHORT, details=details)
+        if any(n.endswith(".npy") for n in names):
+            return WorkbenchError(f"{path.name} is a NumPy archive of arrays (.npz), not a model.",
+                                  f"Open it as a dataset (File → Open dataset). {MODEL_FILES}", details=details)
+        if any(n.endswith("data.pkl") for n in names):
+            return WorkbenchError(f"{path.name} is a PyTorch archive whose contents are damaged.", CUT_SHORT,
+                                  details=details)
+        return WorkbenchError(f"{path.name} is a zip archive, but not one PyTorch wrote.", MODEL_FILES,
+                              details=details)
+    if head.startswith(b"\x89HDF"):
+        return WorkbenchError(f"{path.name} is an HDF5 file, not a PyTorch model.",
+                              f"Open it as a dataset if it holds arrays (File → Open dataset). {MODEL_FILES}",
+                              details=details)
+    if head[8:10] == b'{"':  # a safetensors header: its length, then JSON
+        return WorkbenchError(f"{path.name} looks like a safetensors file under another name, and a damaged one.",
+                              f"Rename it to end in .safetensors; if it still fails, {CUT_SHORT[0].lower()}"
+                              f"{CUT_SHORT[1:]}", details=details)
+    if head[:1] == b"\x80":  # a pickle (torch.save's legacy format)
+        said = str(exc).lower()
+        if isinstance(exc, EOFError) or any(w in said for w in ("truncated", "ran out of input", "eof")):
+            return WorkbenchError(f"{path.name} is cut off: it ends before the data it begins with does.", CUT_SHORT,
+                                  details=details)
+        return WorkbenchError(f"{path.name} is a pickle that cannot be read: it is damaged.", CUT_SHORT,
+                              details=details)
+    return WorkbenchError(f"{path.name} is not a PyTorch file: it is neither a torch.save archive nor a pickle.",
+                          f"It may be damaged, or of another format. {MODEL_FILES}", details=details)
+
+
 def _torch_load(path: Path, trust: bool):
     import torch
 
@@ -301,9 +358,13 @@ def _torch_load(path: Path, trust: bool):
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         if not _looks_pickled(path):  # random bytes also fail in the unpickler; they are no pickle
-            raise WorkbenchError(f"{path.name} is not a readable PyTorch file (not a torch.save archive).",
-                                 "The file may be truncated or damaged; copy or export it again.",
-                                 details=str(exc)) from exc
+            raise unreadable_model_file(path, exc) from exc
+        if not trust and "Unsupported global" not in str(exc):  # a pickle code it cannot read: no object named
+            raise WorkbenchError(
+                f"{path.name} holds a pickle that cannot be read as plain weights: it is damaged, or holds a "
+                "pickled Python object.", "If you trust where it came from, load it whole: pass --trust-file (GUI: "
+                "tick 'I trust this file'); otherwise copy or export it again.",
+                details=_refused_global(exc)) from exc
         if not trust:
             raise WorkbenchError(
                 f"{path.name} holds a pickled Python object, not just weights; loading it could run code.",
@@ -311,9 +372,7 @@ def _torch_load(path: Path, trust: bool):
                 "'I trust this file'), or re-save it as a state_dict.", details=_refused_global(exc)) from exc
         return torch.load(path, map_location="cpu", weights_only=False)
     except Exception as exc:  # truncated zips, random bytes, wrong formats
-        raise WorkbenchError(f"{path.name} is not a readable PyTorch file ({type(exc).__name__}).",
-                             "The file may be truncated or damaged; copy or export it again.",
-                             details=str(exc)) from exc
+        raise unreadable_model_file(path, exc) from exc
 
 
 def _load_exported(path: Path):
@@ -329,10 +388,41 @@ def _load_exported(path: Path):
     try:
         return torch.export.load(str(path)).module()
     except Exception as exc:
+        with open(path, "rb") as f:
+            head = f.read(2)
+        if not head or (head == b"PK" and not zipfile.is_zipfile(path)):  # empty, or a cut-off archive
+            raise unreadable_model_file(path, exc) from exc
         raise WorkbenchError(f"{path.name} is not a readable torch.export archive.",
-                             "Export the model again with torch.export.save.") from exc
+                             "Export the model again with torch.export.save.", details=str(exc)) from exc
     finally:
         logger.setLevel(level)
+
+
+def _load_torchscript(path: Path):
+    import torch
+
+    try:
+        with warnings.catch_warnings():  # torch.jit.load's deprecation notice is not the user's to act on
+            warnings.simplefilter("ignore", FutureWarning)
+            return torch.jit.load(str(path), map_location="cpu")
+    except Exception as exc:
+        raise WorkbenchError(f"{path.name} is a TorchScript archive that cannot be read: it is damaged, or was "
+                             "written by a newer PyTorch.", "Save it again with torch.jit.save, or update PyTorch.",
+                             details=f"{type(exc).__name__}: {exc}") from exc
+
+
+def _load_safetensors(path: Path) -> dict:
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(str(path))
+    except Exception as exc:  # safetensors raises its own error types for a damaged header
+        with open(path, "rb") as f:
+            head = f.read(16)
+        if not head or head.startswith((b"PK", b"\x80", b"\x89HDF")):  # empty, or another format by its name
+            raise unreadable_model_file(path, exc) from exc
+        raise WorkbenchError(f"{path.name} is not a complete safetensors file: its header is damaged or the file "
+                             "is cut short.", CUT_SHORT, details=f"{type(exc).__name__}: {exc}") from exc
 
 
 def load_model(spec: str | os.PathLike, arch: str | None = None, trust: bool = False) -> LoadedModel:
@@ -353,13 +443,9 @@ def load_model(spec: str | os.PathLike, arch: str | None = None, trust: bool = F
             module.__dict__.pop("train", None)
             module.__dict__.pop("eval", None)
         elif _is_torchscript(path):
-            with warnings.catch_warnings():  # torch.jit.load's deprecation notice is not the user's to act on
-                warnings.simplefilter("ignore", FutureWarning)
-                module, fmt = torch.jit.load(str(path), map_location="cpu"), "torchscript"
+            module, fmt = _load_torchscript(path), "torchscript"
         elif path.suffix == ".safetensors":
-            from safetensors.torch import load_file
-
-            state = load_file(str(path))
+            state = _load_safetensors(path)
             if not arch:
                 arch, meta = infer_architecture(path, state), {**meta, "arch_inferred": True}
             module, arch_obj = _build(arch, state)

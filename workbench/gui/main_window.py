@@ -290,6 +290,7 @@ class MainWindow(QMainWindow):
         self.session.error.connect(lambda exc: report_error(self, exc))
         self.session.message.connect(lambda text: self.statusBar().showMessage(text, 8000))
         self.runner.job_notice.connect(lambda job, text: self.statusBar().showMessage(f"{job.name}: {text}", 15000))
+        self.runner.workers_unavailable.connect(self._on_workers_unavailable)
         self.project_panel.message.connect(self.show_message)
         export_notices().written.connect(self.show_message)
         self.session.ready.connect(self._on_ready)
@@ -492,9 +493,10 @@ class MainWindow(QMainWindow):
         self.show_view("model")
 
     def open_dataset_file(self) -> OpenDatasetDialog:
-        dialog = OpenDatasetDialog(self)
+        # the dialog shows a failure itself, with the path still typed: no error dialog over it
+        dialog = OpenDatasetDialog(self, load=lambda spec, download: self.session.add_dataset(
+            spec, download=download, report_errors=False))
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        dialog.accepted.connect(lambda: self.add_dataset(dialog.choice(), download=dialog.allow_download()))
         dialog.open()
         return self._dialog(dialog)
 
@@ -568,6 +570,11 @@ class MainWindow(QMainWindow):
         return window
 
     # --- errors, help, closing ---------------------------------------------------------------------------
+
+    def _on_workers_unavailable(self, error) -> None:
+        """Said once, where start-up news goes: the jobs still run (in threads), so nothing waits on the user."""
+        self.notices.add(f"{error.message} {error.hint}", "warning")
+        self.statusBar().showMessage("Long jobs run in threads: worker processes cannot start.", 15000)
 
     def _on_job_failed(self, job: Job) -> None:
         self._dialog(report_error(self, job.record.error, job.record.details, title=f"{job.name} failed"))

@@ -156,8 +156,9 @@ class Session(QObject):
         return spec in {e.name for e in dataset_entries()} or os.path.exists(spec)
 
     def load_dataset(self, spec: str, then: Callable[[Dataset], None] | None = None,
-                     download: bool = False) -> Job | None:
-        """Load a dataset once; `then(dataset)` runs when it is there (at once if it already is)."""
+                     download: bool = False, report_errors: bool = True) -> Job | None:
+        """Load a dataset once; `then(dataset)` runs when it is there (at once if it already is).
+        `report_errors=False`: the caller shows a failure itself (the open dialog does)."""
         from workbench.core.dataset_registry import load_dataset_job
 
         # A dataset a plugin adds is unknown until plugins are loaded.
@@ -166,7 +167,7 @@ class Session(QObject):
             return None
         return self._datasets.run(spec, f"{'Download' if download else 'Load'} dataset {spec}", load_dataset_job,
                                   spec, download=download, uses_device=False, lane=IO, then=then, cached=True,
-                                  report_errors=True, view="data")
+                                  report_errors=report_errors, view="data")
 
     def dataset_title(self, spec: str) -> str:
         """A short name for a dataset spec: the registry name, or the name a file or folder's dataset
@@ -177,13 +178,13 @@ class Session(QObject):
             return self.datasets[spec].name
         return dataset_name(spec) if os.sep in spec else spec
 
-    def add_dataset(self, spec: str, download: bool = False) -> Job | None:
+    def add_dataset(self, spec: str, download: bool = False, report_errors: bool = True) -> Job | None:
         """Load a dataset (a registry name or a path) and add it to the project when it loads."""
         def added(dataset: Dataset) -> None:
             if spec in self.project.datasets or self._write(lambda: self.project.add_dataset(spec)):
                 self.project_changed.emit()
                 self.dataset_added.emit(spec)
-        return self.load_dataset(spec, then=added, download=download)
+        return self.load_dataset(spec, then=added, download=download, report_errors=report_errors)
 
     # --- test sets -----------------------------------------------------------------------------------
 

@@ -19,11 +19,12 @@ imported (lazily, on first use).
 from __future__ import annotations
 
 import functools
+import json
 import os
 from pathlib import Path
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.generation.protocol import IMAGE_SHAPE, Generator
+from workbench.core.generation.protocol import IMAGE_SHAPE, Generator, safetensors_shapes
 
 UNET_CONFIG = "config.json"
 UNET_WEIGHTS = "diffusion_pytorch_model.safetensors"
@@ -171,9 +172,13 @@ class ConditionalDiffusion(Generator):
             self.unet.save_pretrained(str(folder), safe_serialization=True)
         self.scheduler.save_pretrained(str(folder))
 
+    def stored_shapes(self, folder: Path) -> dict:
+        return safetensors_shapes(Path(folder) / UNET_WEIGHTS, prefix="unet.")
+
     def load_weights(self, folder: Path) -> None:
         unet_class, ddpm_class, _ = diffusers_modules()
         folder = Path(folder)
+        self._check_unet_file(folder)
         try:
             unet = unet_class.from_pretrained(str(folder), local_files_only=True, low_cpu_mem_usage=False)
             scheduler = ddpm_class.from_pretrained(str(folder), local_files_only=True)
@@ -194,3 +199,23 @@ class ConditionalDiffusion(Generator):
                                  "The folder mixes two models; train the generator again.")
         self.net = self.net.__class__({"unet": unet.to(self.device).eval()})
         self.scheduler = scheduler
+
+    def _check_unet_file(self, folder: Path) -> None:
+        """Refuse diffusers' config.json when the sizes it gives differ from generator.json's, before
+        diffusers builds a network of those sizes (its own file sizes what `from_pretrained` allocates)."""
+        path = folder / UNET_CONFIG
+        try:
+            stored = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise WorkbenchError(f"{path} is damaged: it is not readable JSON.",
+                                 "The folder is damaged; copy it again or train the generator again.",
+                                 details=str(exc)) from exc
+        if not isinstance(stored, dict):
+            raise WorkbenchError(f"{path} is damaged: it is not a JSON object.",
+                                 "The folder is damaged; copy it again or train the generator again.")
+        expected = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.unet_config().items()}
+        differ = [f"{k}: {stored[k]!r} vs {v!r}" for k, v in expected.items() if k in stored and stored[k] != v]
+        if differ:
+            raise WorkbenchError(f"The UNet in {folder} is not the one its generator.json describes "
+                                 f"({'; '.join(differ[:4])}).", "The folder mixes two models; train the generator "
+                                 "again, or correct generator.json's num_classes, image_shape or config.")

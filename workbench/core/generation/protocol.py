@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from workbench.core.errors import WorkbenchError
+from workbench.core.generation.descriptor import is_finite, is_whole, shown
 
 if TYPE_CHECKING:  # torch is imported lazily so the GUI starts fast
     import torch
@@ -84,39 +85,86 @@ class GeneratorCard:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "GeneratorCard":
-        """A card from stored JSON; fields this workbench does not know are left out."""
+    def from_dict(cls, data: dict, where: str = "The generator's card") -> "GeneratorCard":
+        """A card from stored JSON, every field checked (`where` names the file in a refusal); fields
+        this workbench does not know are left out."""
         if not isinstance(data, dict) or not isinstance(data.get("kind"), str):
-            raise WorkbenchError("The generator's card is not a JSON object naming its kind.",
-                                 "The folder's generator.json is damaged; train the generator again.")
+            raise WorkbenchError(f"{where}: card is not a JSON object naming its kind.",
+                                 "Give card as an object with at least \"kind\", or train the generator again.")
         known = {f.name for f in fields(cls)}
         card = cls(**{k: v for k, v in data.items() if k in known})
-        problem = card._problem()
+        problem = card.problem()
         if problem:
-            raise WorkbenchError(f"The generator's card is damaged: {problem}.",
-                                 "The folder's generator.json is damaged; train the generator again.")
+            raise WorkbenchError(f"{where}: {problem}.", "Correct that field, or leave it out (every card field but "
+                                 "kind is optional), or train the generator again.")
         return card
 
-    def _problem(self) -> str:
-        """What is wrong with a card read from JSON ('' when nothing is)."""
-        def number(v):
-            return isinstance(v, (int, float)) and not isinstance(v, bool)
+    def problem(self) -> str:
+        """What is wrong with a card read from JSON, naming the field ('' when nothing is). Every field
+        something is drawn, formatted or searched with is checked: a string where a number belongs would
+        fail later, in a view, and NaN in a latent range would make every search empty."""
+        for name in ("title", "dataset", "preset", "device", "sample_grid", "command", "created"):
+            if not isinstance(getattr(self, name), str):
+                return f"card.{name} is {shown(getattr(self, name))}; expected text"
+        for name in ("parameters", "epochs", "epochs_planned", "batch_size", "seed"):
+            if not is_whole(getattr(self, name)) or getattr(self, name) < 0:
+                return f"card.{name} is {shown(getattr(self, name))}; expected a whole number, 0 or more"
+        for name in ("lr", "seconds"):
+            if not is_finite(getattr(self, name)) or getattr(self, name) < 0:
+                return f"card.{name} is {shown(getattr(self, name))}; expected a finite number, 0 or more"
+        if not isinstance(self.complete, bool):
+            return f"card.complete is {shown(self.complete)}; expected true or false"
+        if not isinstance(self.class_names, list) or not all(isinstance(n, str) for n in self.class_names):
+            return f"card.class_names is {shown(self.class_names)}; expected a list of names (text)"
+        if not (isinstance(self.image_shape, list) and len(self.image_shape) == 3
+                and all(is_whole(s) and s > 0 for s in self.image_shape)):
+            return f"card.image_shape is {shown(self.image_shape)}; expected [channels, height, width]"
+        if not isinstance(self.config, dict):
+            return f"card.config is {shown(self.config)}; expected an object of settings"
+        if not (isinstance(self.notes, list) and all(isinstance(n, str) for n in self.notes)):
+            return f"card.notes is {shown(self.notes)}; expected a list of text"
+        if not (isinstance(self.versions, dict) and all(isinstance(v, str) for v in self.versions.values())):
+            return f"card.versions is {shown(self.versions)}; expected an object of version texts"
+        if not (isinstance(self.final_losses, dict) and all(is_finite(v) for v in self.final_losses.values())):
+            return f"card.final_losses is {shown(self.final_losses)}; expected an object of finite numbers"
+        if not (isinstance(self.loss_curve, list) and all(isinstance(r, dict) and all(is_finite(v) for v in r.values())
+                                                          for r in self.loss_curve)):
+            return "card.loss_curve is not a list of records of finite numbers (one per epoch)"
+        return self._latent_range_problem() or self._acceptance_problem()
 
-        for name in ("parameters", "epochs", "epochs_planned", "batch_size", "lr", "seed", "seconds"):
-            if not number(getattr(self, name)):
-                return f"its {name} is not a number"
-        if not isinstance(self.final_losses, dict) or not all(number(v) for v in self.final_losses.values()):
-            return "its final losses are not numbers"
-        if not isinstance(self.loss_curve, list) or not all(isinstance(r, dict) for r in self.loss_curve):
-            return "its loss curve is not a list of records"
-        if not isinstance(self.class_names, list) or not isinstance(self.config, dict):
-            return "its class names or settings are of the wrong type"
-        needed = {"latent_range": ("low", "high", "range", "n", "source", "extent_high", "extent_low"),
-                  "seed_acceptance": ("classifier", "rate", "n", "samples")}
-        for name, keys in needed.items():
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, dict) or not all(k in value for k in keys)):
-                return f"its {name.replace('_', ' ')} lacks {', '.join(k for k in keys if k not in (value or {}))}"
+    def _latent_range_problem(self) -> str:
+        r = self.latent_range
+        if r is None:
+            return ""
+        numbers = ("low", "high", "range", "extent_high", "extent_low")
+        if not isinstance(r, dict) or any(k not in r for k in (*numbers, "n", "source")):
+            missing = [k for k in (*numbers, "n", "source") if not isinstance(r, dict) or k not in r]
+            return f"card.latent_range lacks {', '.join(missing)}"
+        bad = next((k for k in numbers if not is_finite(r[k])), None)
+        if bad:
+            return f"card.latent_range.{bad} is {shown(r[bad])}; expected a finite number"
+        if not r["low"] < r["high"]:
+            return f"card.latent_range has low {r['low']:g} not below high {r['high']:g}; a search needs low < high"
+        if not is_whole(r["n"]) or r["n"] < 0 or not isinstance(r["source"], str):
+            return "card.latent_range.n must be a whole number and its source text"
+        return ""
+
+    def _acceptance_problem(self) -> str:
+        a = self.seed_acceptance
+        if a is None:
+            return ""
+        keys = ("classifier", "rate", "n", "samples")
+        if not isinstance(a, dict) or any(k not in a for k in keys):
+            missing = [k for k in keys if not isinstance(a, dict) or k not in a]
+            return f"card.seed_acceptance lacks {', '.join(missing)}"
+        for name in ("rate", "real_accuracy"):
+            value = a.get(name)
+            if (value is not None or name == "rate") and not (is_finite(value) and 0 <= value <= 1):
+                return f"card.seed_acceptance.{name} is {shown(value)}; expected a share from 0 to 1"
+        if not is_whole(a["n"]) or a["n"] < 0:
+            return f"card.seed_acceptance.n is {shown(a['n'])}; expected a whole number, 0 or more"
+        if not all(isinstance(a.get(k, ""), str) for k in ("classifier", "samples", "warning")):
+            return "card.seed_acceptance's classifier, samples and warning must be text"
         return ""
 
     def summary(self) -> list[tuple[str, str]]:
@@ -199,6 +247,7 @@ class Generator(ABC):
         self.device = torch.device("cpu")
         self.card: GeneratorCard | None = None  # set when trained or loaded
         self.folder: Path | None = None  # where it was loaded from
+        self.load_warnings: list[str] = []  # what reading its folder found a user should know
         self.net = self.build()
         self.net.eval()
 
@@ -338,6 +387,11 @@ class Generator(ABC):
                 if tensor.dtype == torch.float32:
                     tensor.copy_(tensor.half().float())
 
+    def stored_shapes(self, folder: Path) -> dict | None:
+        """The shapes of the weights `save_weights` wrote into `folder`, by `state_dict` name, read from
+        the files' headers without reading the weights (None: this kind cannot tell)."""
+        return safetensors_shapes(Path(folder) / WEIGHTS_FILE)
+
     def load_weights(self, folder: Path) -> None:
         """Read the weights `save_weights` wrote; weights of another shape are refused, saying which."""
         from safetensors.torch import load_file
@@ -354,6 +408,19 @@ class Generator(ABC):
     def describe(self) -> str:
         return (f"{self.title or self.kind}: latent dimension {self.latent_dim}, {self.num_classes} classes, "
                 f"{self.parameter_count() / 1e6:.2f} M parameters")
+
+
+def safetensors_shapes(path: Path, prefix: str = "") -> dict:
+    """{prefix + name: shape} of a safetensors file, from its header alone."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            return {prefix + k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+    except Exception as exc:  # safetensors raises its own error types for a damaged header
+        raise WorkbenchError(f"{path} is not a readable safetensors file: its header is damaged or the file is "
+                             "cut short.", "The folder is damaged; copy it again or train the generator again.",
+                             details=str(exc)) from exc
 
 
 def load_state(module, state: dict, path: Path) -> None:

@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from workbench.core.errors import WorkbenchError
+from workbench.core.generation.descriptor import (FORMAT, MAX_CLASSES, MAX_VALUES, UNCHECKED, VERSION,
+                                                  check_descriptor, check_settings, is_whole)
 from workbench.core.generation.protocol import Generator, GeneratorCard
 from workbench.core.generation.registry import create_generator, get_generator_kind
 from workbench.core.model_io import weights_digest
@@ -33,8 +35,6 @@ from workbench.core.store import atomic_folder, write_json
 DESCRIPTOR = "generator.json"
 SAMPLES = "samples.npy"
 TRAINING_STATE = "training_state.pt"
-FORMAT = "workbench-generator"
-VERSION = 1
 
 
 def is_generator_folder(path) -> bool:
@@ -102,21 +102,25 @@ def generator_folders(root) -> list[Path]:
 
 def listed_generators(*roots) -> list[dict]:
     """The bundled generators, then those in the folders `roots` (a project's generators/), each as
-    {"name", "kind", "path", "dataset", "title", "epochs", "seed_acceptance", "bundled"}; a folder
-    whose descriptor cannot be read is listed with a "problem"."""
+    {"name", "kind", "path", "dataset", "title", "epochs", "seed_acceptance", "warning", "bundled"}; a
+    folder whose descriptor cannot be read is listed with a "problem" and a "hint"."""
     found = [{**entry, "bundled": True} for entry in bundled_generators()]
     for root in roots:
         for folder in generator_folders(root):
             try:
                 data = read_descriptor(folder)
-                card = data.get("card") or {}
+                card = data["card"]
+                GeneratorCard.from_dict(card, str(folder / DESCRIPTOR))  # what the tile shows is checked too
+                warnings = [(card.get("seed_acceptance") or {}).get("warning") or "",
+                            UNCHECKED if data.get("weights_sha256") is None else ""]
                 found.append({"name": folder.name, "kind": data["kind"], "path": str(folder),
                               "dataset": card.get("dataset"), "title": card.get("title"),
                               "epochs": card.get("epochs"), "bundled": False,
                               "seed_acceptance": (card.get("seed_acceptance") or {}).get("rate"),
-                              "warning": (card.get("seed_acceptance") or {}).get("warning") or ""})
+                              "warning": " ".join(filter(None, warnings))})
             except WorkbenchError as exc:
-                found.append({"name": folder.name, "path": str(folder), "bundled": False, "problem": exc.message})
+                found.append({"name": folder.name, "path": str(folder), "bundled": False, "problem": exc.message,
+                              "hint": exc.hint})
     return found
 
 
@@ -150,77 +154,168 @@ def resolve_generator(spec) -> Path:
 
 
 def read_descriptor(folder: Path) -> dict:
-    """The folder's generator.json, checked to be one this workbench reads."""
+    """The folder's generator.json, every field checked (`descriptor.check_descriptor`)."""
     path = Path(folder) / DESCRIPTOR
     if not path.is_file():
         raise WorkbenchError(f"{folder} is not a generator folder: it has no {DESCRIPTOR}.",
                              "Give the folder `workbench train-generator` wrote.")
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise WorkbenchError(f"{path} is damaged: it is not readable JSON.", "Train the generator again.",
                              details=str(exc)) from exc
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise WorkbenchError(f"{path} is not a workbench generator descriptor.", "Train the generator again.")
-    version = data.get("version")
-    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= VERSION:
-        raise WorkbenchError(f"{path} has generator format {version!r}; this workbench reads 1 to {VERSION}.",
-                             "Update the workbench to read it.")
-    shape = data.get("image_shape")
-    classes = data.get("num_classes")
-    if not (isinstance(shape, list) and len(shape) == 3 and all(isinstance(s, int) and s > 0 for s in shape)) \
-            or isinstance(classes, bool) or not isinstance(classes, int) or classes < 1 \
-            or not isinstance(data.get("config"), dict) or not isinstance(data.get("kind"), str):
-        raise WorkbenchError(f"{path} is damaged: its kind, class count, image shape or settings are missing.",
-                             "Train the generator again.")
-    return data
+    return check_descriptor(data, path)
 
 
 def load_generator(spec, num_classes: int | None = None, device=None) -> Generator:
-    """Read a generator folder (or a bundled generator by name), checked whole: its files present, its
-    weights matching the recorded hash, its classes `num_classes` when given. On the CPU unless `device`."""
+    """Read a generator folder (or a bundled generator by name), checked whole: every descriptor field,
+    its sizes against the weights' before memory is taken for them, its files present, its weights
+    matching the recorded hash (or, with none recorded, their hash computed and said in
+    `load_warnings`), its classes `num_classes` when given. On the CPU unless `device`."""
     folder = resolve_generator(spec)
     data = read_descriptor(folder)
+    path = folder / DESCRIPTOR
     try:
         kind = get_generator_kind(data["kind"])
     except WorkbenchError as exc:
-        raise WorkbenchError(f"The generator in {folder} is of kind {data['kind']!r}, which this workbench does not "
-                             "have.", f"Install the plugin that adds it. {exc.hint}") from exc
+        raise WorkbenchError(f"{path}: the generator is of kind {data['kind']!r}, which this workbench does not "
+                             "have.", f"Install the plugin that adds it, or correct the kind. {exc.hint}") from exc
+    options = getattr(kind.factory, "options", None)
+    defaults = {**(options if isinstance(options, dict) else {}), **kind.presets.get("default", {})}
+    check_settings(path, kind.title, defaults, data["config"])
+    card = GeneratorCard.from_dict(data["card"], str(path))
     expected = data.get("files") or list(getattr(kind.factory, "weight_files", ()))
-    missing = [f for f in expected if not (folder / str(f)).is_file()]
+    missing = [f for f in expected if not (folder / f).is_file()]
     if missing:
-        raise WorkbenchError(f"The generator folder {folder} is missing {', '.join(map(str, missing))}.",
+        raise WorkbenchError(f"The generator folder {folder} is missing {', '.join(missing)}.",
                              "Copy the whole folder again, or train the generator again.")
     if num_classes is not None and data["num_classes"] != num_classes:
         raise WorkbenchError(f"The generator in {folder} has {data['num_classes']} classes, but {num_classes} "
                              "are needed here.", "Choose a generator trained on this dataset.")
-    reserved = sorted({"preset", "seed", "kind", "num_classes", "image_shape"} & set(data["config"]))
-    if reserved:
-        raise WorkbenchError(f"{folder / DESCRIPTOR} is damaged: its settings name {', '.join(reserved)}.",
-                             "Train the generator again.")
+    check_sizes(folder, data)
     generator = create_generator(data["kind"], data["num_classes"], tuple(data["image_shape"]), seed=None,
                                  **data["config"])
     generator.load_weights(folder)
+    digest = weights_digest(generator.state_dict())
     recorded = data.get("weights_sha256")
-    if recorded and weights_digest(generator.state_dict()) != recorded:
+    if recorded is None:  # a hand-written card: loaded, and the user told what was not checked
+        generator.load_warnings.append(
+            f"{DESCRIPTOR} records no weights_sha256, so the weights were not checked against it (their SHA-256, "
+            f"computed now: {digest}). Add it to {DESCRIPTOR} as weights_sha256 to have them checked from now on.")
+    elif digest != recorded.lower():
         raise WorkbenchError(f"The generator in {folder} is damaged: its weights do not match the hash recorded "
-                             "when it was saved.", "Restore the folder from a copy, or train the generator again.")
-    generator.card = GeneratorCard.from_dict(data.get("card") or {"kind": data["kind"]})
+                             f"when it was saved (weights_sha256 in {DESCRIPTOR}).",
+                             "Restore the folder from a copy, or train the generator again.",
+                             details=f"recorded {recorded}\ncomputed {digest}")
+    if not card.class_names:
+        card.class_names = [str(k) for k in range(generator.num_classes)]
+    generator.card = card
     generator.folder = folder
     if device is not None:
         generator.to(device)
     return generator
 
 
+def _meta_generator(data: dict, num_classes: int) -> Generator | None:
+    """The descriptor's generator built on PyTorch's meta device: its weights' shapes, with no memory
+    and no random initialisation behind them; None where the kind cannot be built so (a plugin's
+    network that computes while it is built)."""
+    import torch
+
+    try:
+        with torch.device("meta"), _skip_random_init():
+            return create_generator(data["kind"], num_classes, tuple(data["image_shape"]), seed=None,
+                                    **data["config"])
+    except WorkbenchError:
+        raise
+    except Exception:
+        return None
+
+
+def check_sizes(folder: Path, data: dict) -> None:
+    """Refuse a descriptor whose num_classes, image_shape or config do not fit the stored weights'
+    shapes, and a latent of no or absurd length: before the network is built for real, so a card that
+    asks for 10¹² classes costs nothing."""
+    path = folder / DESCRIPTOR
+    try:
+        probe = _meta_generator(data, data["num_classes"])
+    except WorkbenchError as exc:
+        raise WorkbenchError(f"{path}: {exc.message}", exc.hint, details=exc.details) from exc
+    if probe is None:
+        return
+    latent = probe.latent_dim
+    if not is_whole(latent) or not 1 <= latent <= MAX_VALUES:
+        raise WorkbenchError(f"{path}: its config gives a latent of {latent!r} values; a generator's latent has 1 "
+                             f"to {MAX_VALUES:,}.", "Give the settings it was trained with, or train it again.")
+    stored = probe.stored_shapes(folder)
+    if stored is None:
+        return
+    own = {k: tuple(v.shape) for k, v in probe.state_dict().items()}
+    differ = sorted(k for k in own.keys() | stored.keys() if own.get(k) != stored.get(k))
+    if not differ:
+        return
+    listed = "; ".join(f"{k}: {DESCRIPTOR} gives {own.get(k, 'none')}, the file holds {stored.get(k, 'none')}"
+                       for k in differ[:3]) + (f"; and {len(differ) - 3} more" if len(differ) > 3 else "")
+    trained = _classes_of_weights(data, own, stored, differ)
+    if trained is not None:
+        raise WorkbenchError(f"{path}: num_classes is {data['num_classes']}, but the weights were trained for "
+                             f"{trained} classes.", f"Set num_classes to {trained} (and list {trained} names in "
+                             "card.class_names, or remove it).", details=listed)
+    raise WorkbenchError(f"{path}: its num_classes, image_shape or config do not fit the weights stored beside it.",
+                         "Give the values the generator was trained with, or train it again.", details=listed)
+
+
+def _classes_of_weights(data: dict, own: dict, stored: dict, differ: list) -> int | None:
+    """The class count the stored weights were trained for, when num_classes is all that differs: a
+    count the differing shapes suggest, under which the whole network fits."""
+    guesses = {b for k in differ if k in own and k in stored and len(own[k]) == len(stored[k])
+               for a, b in zip(own[k], stored[k]) if a != b and a == data["num_classes"]}
+    for guess in sorted(guesses):
+        if 1 <= guess <= MAX_CLASSES:
+            probe = _meta_generator(data, guess)
+            if probe is not None and {k: tuple(v.shape) for k, v in probe.state_dict().items()} == stored:
+                return guess
+    return None
+
+
+#: Random fills a meta tensor skips: PyTorch's meta kernels for them import its compiler, seconds of
+#: work for a tensor that holds no values.
+RANDOM_FILLS = {"normal_", "uniform_", "random_", "bernoulli_", "exponential_", "geometric_", "log_normal_", "cauchy_"}
+
+
+def _skip_random_init():
+    """A torch function mode (per thread: other threads' tensors are untouched) in which initialising
+    a meta tensor does nothing."""
+    from torch.overrides import TorchFunctionMode
+
+    class SkipRandomInit(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            target = args[0] if args else kwargs.get("tensor")  # torch.nn.init passes it by name
+            if getattr(target, "is_meta", False) and (getattr(func, "__module__", "") == "torch.nn.init"
+                                                      or getattr(func, "__name__", "") in RANDOM_FILLS):
+                return target
+            return func(*args, **kwargs)
+
+    return SkipRandomInit()
+
+
 def read_samples(folder) -> np.ndarray | None:
-    """The card's sample grid as float32 in [0, 1] (classes, per class, C, H, W), or None."""
+    """The card's sample grid as float32 in [0, 1] (classes, per class, C, H, W), or None; a grid of
+    another shape than the generator's classes and images is refused."""
     path = Path(folder) / SAMPLES
     if not path.is_file():
         return None
     try:
-        grid = np.load(path, allow_pickle=False)
+        grid = np.load(path, allow_pickle=False, mmap_mode="r")  # its header is checked before it is read
     except (OSError, ValueError) as exc:
         raise WorkbenchError(f"{path} is damaged.", "Train the generator again.", details=str(exc)) from exc
+    data = read_descriptor(folder)
+    expected = (data["num_classes"], *data["image_shape"])
+    if grid.dtype != np.uint8 or grid.ndim != 5 or (grid.shape[0], *grid.shape[2:]) != expected:
+        raise WorkbenchError(f"{path} holds {grid.dtype} samples of shape {grid.shape}, not the uint8 grid of "
+                             f"{expected[0]} classes of {'×'.join(map(str, expected[1:]))} images {DESCRIPTOR} "
+                             "describes.", "Resample in the Generators view, or train the generator again.")
     return np.ascontiguousarray(grid.astype(np.float32) / np.float32(255.0))
 
 

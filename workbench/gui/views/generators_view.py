@@ -57,8 +57,11 @@ class GeneratorTile(QFrame):
         title = QLabel(f"<b>{entry['name']}</b>")
         rate = entry.get("seed_acceptance")
         where = "bundled" if entry.get("bundled") else "in this project"
-        info = QLabel(entry.get("problem") or f"{entry.get('kind')} · {entry.get('dataset')} · "
-                                              f"{entry.get('epochs')} epochs · {acceptance_text(rate)} · {where}")
+        problem = entry.get("problem", "")
+        # the title names the folder: its descriptor's path before the problem would fill a narrow tile
+        problem = problem.removeprefix(f"{Path(entry['path']) / 'generator.json'}: ")
+        info = QLabel(problem or f"{entry.get('kind')} · {entry.get('dataset')} · "
+                                 f"{entry.get('epochs')} epochs · {acceptance_text(rate)} · {where}")
         info.setWordWrap(True)
         if entry.get("problem") or entry.get("warning"):  # the card's own judgement (against the classifier's ceiling)
             info.setStyleSheet(f"color: {MISMATCH.name()}")
@@ -125,6 +128,7 @@ class GeneratorsView(QWidget):
         self.warning = keep_space_when_hidden(QLabel())
         self.warning.setWordWrap(True)
         self.warning.setStyleSheet(f"color: {MISMATCH.name()}")
+        self.warning.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)  # a hash to copy
         self.card_text = QLabel()
         self.card_text.setWordWrap(True)
         self.card_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -332,7 +336,8 @@ class GeneratorsView(QWidget):
         for tile in self.tiles:
             tile.set_chosen(tile.entry["path"] == entry["path"])
         if "problem" in entry:
-            self.detail.show_message(f"{entry['name']} cannot be read", entry["problem"])
+            self.detail.show_message(f"{entry['name']} cannot be read",
+                                     " ".join(filter(None, (entry["problem"], entry.get("hint")))))
             return
         path = entry["path"]
         self.detail.show_message(f"Reading {entry['name']}…", busy=True)
@@ -359,12 +364,13 @@ class GeneratorsView(QWidget):
         self.header.setText(f"<b>{self.chosen['name']}</b>: {card.title or card.kind} — {card.parameters / 1e6:.2f} M "
                             f"parameters, {generator.latent_dim}-dimensional latent, {card.epochs} epochs on "
                             f"{card.dataset} ({card.seconds_per_epoch:.0f} s per epoch on {card.device or '?'})")
-        warnings = card.warnings()  # an unfinished run, a seed acceptance far below the benchmark's
+        # an unfinished run, a seed acceptance far below the benchmark's, weights no recorded hash checked
+        warnings = card.warnings() + generator.load_warnings
         self.warning.setText(" ".join(warnings))
         self.warning.setVisible(bool(warnings))
         lines = [("Kind", f"{card.kind} ({card.preset or 'default'} sizes: "
                           + ", ".join(f"{k} {v}" for k, v in card.config.items()) + ")"),
-                 ("Dataset", f"{card.dataset}, {len(card.class_names)} classes"),
+                 ("Dataset", f"{card.dataset or 'not recorded'}, {generator.num_classes} classes"),
                  ("Training", f"{card.epochs} of {card.epochs_planned} epochs, batch {card.batch_size}, "
                               f"lr {card.lr:g}, seed {card.seed}, {card.seconds / 60:.1f} min"),
                  *card.summary()]

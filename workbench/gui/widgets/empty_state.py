@@ -50,7 +50,7 @@ class EmptyState(QWidget):
         layout.addWidget(self.title)
         text_row = QHBoxLayout()  # the text takes the width there is, up to its maximum, centred
         text_row.addStretch(0)
-        text_row.addWidget(self.text)
+        text_row.addWidget(self.text, 1)  # it, not the stretches, takes the width: the width _fit_text measures
         text_row.addStretch(0)
         layout.addLayout(text_row)
         layout.addWidget(self.busy, 0, Qt.AlignmentFlag.AlignHCenter)
