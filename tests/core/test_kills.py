@@ -19,9 +19,12 @@ from workbench.core.project import Project
 WRITER = textwrap.dedent("""
     import sys
     import numpy as np
+    import torch  # a save imports it (its provenance): here, before the word to go
     from workbench.core.project import Project
 
     folder, start = sys.argv[1], int(sys.argv[2])
+    if sys.stdin.readline().strip() != "go":  # the writer before this one is dead and its project checked
+        sys.exit(0)  # (no word: the test ended)
     project = Project.open(folder)
     for i in range(start, start + 10_000):
         project.save_artifact("result", f"r{i}", {"v": np.full(20_000, i, np.int64)}, i=i)
@@ -32,6 +35,7 @@ WRITER = textwrap.dedent("""
 """)
 
 KILLS = 10
+AHEAD = 3  # writers started before their turn
 
 
 def test_many_kills_never_leave_an_unindexed_result_a_stale_temporary_or_an_empty_backup(tmp_path):
@@ -40,9 +44,19 @@ def test_many_kills_never_leave_an_unindexed_result_a_stale_temporary_or_an_empt
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     rng = np.random.default_rng(0)
     saved_before = 0
+
+    def writer_from(start: int) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", WRITER, str(folder), str(start)], env=env, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    # The next writers start early and import while the one before them is killed and its project checked.
+    upcoming = [writer_from(k * 10_000) for k in range(min(AHEAD, KILLS))]
     for kill in range(KILLS):
-        writer = subprocess.Popen([sys.executable, "-c", WRITER, str(folder), str(kill * 10_000)], env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        writer = upcoming.pop(0)
+        if kill + AHEAD < KILLS:
+            upcoming.append(writer_from((kill + AHEAD) * 10_000))
+        writer.stdin.write("go\n")
+        writer.stdin.flush()
         assert writer.stdout.readline().strip() == "ready", writer.stderr.read()
         time.sleep(float(rng.uniform(0.02, 0.4)))
         writer.send_signal(signal.SIGKILL)

@@ -10,7 +10,6 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -265,21 +264,27 @@ def test_two_raters_in_two_processes_at_once_lose_nothing(tmp_path):
 
 def test_raters_who_open_a_new_store_at_the_same_moment_all_get_it(tmp_path):
     # Every process sees no file, and all make the store together: none may call it damaged.
+    # Each process says it is ready, then waits for the word to go: all four are started and waiting, however
+    # long each took to start on a loaded machine, when they are let go together.
     script = textwrap.dedent("""
-        import sys, time
+        import sys
         from workbench.core.labeling.label_store import LabelStore
-        while time.time() < float(sys.argv[2]):
-            pass
+        print("ready", flush=True)
+        sys.stdin.readline()
         with LabelStore(sys.argv[1]) as store:
-            print(store.answer("gen", "x", sys.argv[3], "1", session="s").id)
+            print(store.answer("gen", "x", sys.argv[2], "1", session="s").id)
     """)
     for trial in range(3):
         path = tmp_path / f"{trial}.sqlite"
-        at = time.time() + 1.0
-        procs = [subprocess.Popen([sys.executable, "-c", script, str(path), str(at), rater], env=ENV,
+        procs = [subprocess.Popen([sys.executable, "-c", script, str(path), rater], env=ENV, stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rater in "abcd"]
         for p in procs:
-            _, err = p.communicate(timeout=60)
+            assert p.stdout.readline().strip() == "ready", p.stderr.read()
+        for p in procs:
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        for p in procs:
+            _, err = p.communicate(timeout=120)
             assert p.returncode == 0, err
         with LabelStore(path, read_only=True) as store:
             assert sorted(r.rater for r in store.current("gen")) == list("abcd")

@@ -255,7 +255,7 @@ def test_missing_model_file(tmp_path):
 def test_truncated_checkpoint(tmp_path, digits_model_file):
     raw = digits_model_file.read_bytes()
     (tmp_path / "cut.pt").write_bytes(raw[: len(raw) // 2])
-    _bad(tmp_path / "cut.pt", "cut.pt", "truncated")
+    _bad(tmp_path / "cut.pt", "cut.pt", "cut off or damaged")
 
 
 def test_truncated_torchscript(tmp_path, digits_model):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-import time
 
 import pytest
 
@@ -152,11 +151,18 @@ def test_a_custom_base_exception_at_import_is_reported(load):
 def test_a_plugin_that_hangs_at_import_is_skipped_after_the_time_limit(load, monkeypatch, isolated_plugins):
     from workbench.core.models import architectures
 
-    monkeypatch.setattr(isolated_plugins, "PLUGIN_TIMEOUT_S", 0.5)
-    started = time.monotonic()
+    register = isolated_plugins._register
+
+    def with_limit(name, origin, loader):
+        # A short limit for the plugin that sleeps 30 s, the usual one for the others: a loaded machine may
+        # take longer than a short limit to import even a small file.
+        monkeypatch.setattr(isolated_plugins, "PLUGIN_TIMEOUT_S", 0.5 if name == "sleeps" else 30.0)
+        register(name, origin, loader)
+
+    monkeypatch.setattr(isolated_plugins, "_register", with_limit)
     reports = load(sleeps=SLEEPS, good=OVERRIDES.replace("override=True", "override=False").replace(
         '"digits-net"', '"good-net"'))
-    assert time.monotonic() - started < 5
+    # Skipped, not waited for: had loading waited the 30 s, the plugin would have registered late-net.
     assert not reports["sleeps"].ok and "did not finish loading" in reports["sleeps"].error
     assert reports["good"].ok and "good-net" in {a.name for a in architectures()}
     assert "late-net" not in {a.name for a in architectures()}

@@ -21,6 +21,16 @@ def count(ctx, n: int, data=None, pause: float = 0.0):
     return n, data
 
 
+def until_cancelled(ctx, limit_s: float):
+    """Reports every 10 ms until cancelled (its report then raises); gives up after `limit_s`, a bound that
+    turns a cancel that never arrives into a failed test rather than a hung one."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        ctx.progress(0, 1, "waiting for the cancel")
+        time.sleep(0.01)
+    return "never cancelled"
+
+
 def tell(ctx, texts: list[str]):
     """Gives each text as a notice, one of them from a sub-step's context."""
     ctx.notice(texts[0])

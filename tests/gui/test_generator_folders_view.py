@@ -33,7 +33,7 @@ def test_bad_and_unhashed_generator_folders(qtbot, settled_window, tmp_path, err
     listed = tile(view, "three-names")
     assert listed.entry["problem"] == (f"{bad / 'generator.json'}: card.class_names lists 3 names, but num_classes "
                                        "is 10.")
-    qtbot.waitUntil(lambda: listed.isVisible() and listed.width() > 0, timeout=5000)
+    qtbot.waitUntil(lambda: listed.isVisible() and listed.width() > 0, timeout=30_000)
     view.overview.parentWidget().parentWidget().ensureWidgetVisible(listed)  # its scroll area
     view.grab().save(str(tmp_path / "generators-overview.png"))
     qtbot.mouseClick(listed, Qt.MouseButton.LeftButton)

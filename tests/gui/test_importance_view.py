@@ -128,7 +128,7 @@ def test_clicking_a_cell_or_a_bar_selects_the_neuron_and_starts_its_gallery(qtbo
     view, selection = window.views["importance"], window.selection
     heatmap = view.heatmap
     neuron = int(view.result.ranking[-1])  # not the one selected now
-    with qtbot.waitSignal(window.runner.job_added, timeout=5000) as added:
+    with qtbot.waitSignal(window.runner.job_added, timeout=30_000) as added:
         qtbot.mouseClick(heatmap.viewport(), Qt.MouseButton.LeftButton,
                          pos=view_point(heatmap, heatmap.cell_center(4, neuron)))
     assert selection.neuron == neuron
@@ -234,7 +234,7 @@ def test_a_cancelled_importance_job_leaves_no_artifact(qtbot, importance_window)
     key = ("lenet5-fashion", "fashion-mnist", "conv2")
     job = session.importance_jobs[key]
     job.cancel()
-    qtbot.waitUntil(lambda: not job.record.active, timeout=5000)
+    qtbot.waitUntil(lambda: not job.record.active, timeout=30_000)
     assert job.record.state == CANCELLED
     qtbot.waitUntil(lambda: idle(window), timeout=30000)
     assert session.project.find_artifact("importance", layer="conv2") is None
@@ -303,7 +303,7 @@ def test_a_layer_lrp_cannot_handle_is_a_message_and_the_app_keeps_running(qtbot,
     qtbot.waitUntil(lambda: view.result is not None and idle(window), timeout=30000)
     assert view.heatmap.matrix.shape == (10, 84)
     window.activateWindow()  # a recorded (never shown) dialog keeps the activation the offscreen platform gave it
-    qtbot.waitUntil(window.isActiveWindow, timeout=5000)
+    qtbot.waitUntil(window.isActiveWindow, timeout=30_000)
     qtbot.keyClick(window, Qt.Key.Key_1, Qt.KeyboardModifier.ControlModifier)
     assert window.tabs.currentWidget() is window.views["data"] and window.isVisible()
 

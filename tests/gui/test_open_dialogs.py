@@ -69,7 +69,7 @@ def test_a_truncated_npz_keeps_the_dataset_dialog_open_with_the_error_inside(qtb
     with qtbot.waitSignal(window.session.dataset_added, timeout=TIMEOUT_MS) as added:
         qtbot.keyClick(dialog.path, Qt.Key.Key_Return)
     assert added.args == [str(good)]
-    qtbot.waitUntil(lambda: not dialog.isVisible(), timeout=5000)
+    qtbot.waitUntil(lambda: not dialog.isVisible(), timeout=30_000)
     assert str(good) in window.session.project.datasets and window.selection.dataset == str(good)
     assert error_dialogs == []
 
@@ -118,5 +118,5 @@ def test_a_truncated_npz_opened_as_a_model_is_said_in_words_inside_the_dialog(qt
     with qtbot.waitSignal(window.session.model_added, timeout=TIMEOUT_MS) as added:
         qtbot.mouseClick(open_button(dialog), Qt.MouseButton.LeftButton)
     assert added.args == ["good"]
-    qtbot.waitUntil(lambda: not dialog.isVisible(), timeout=5000)
+    qtbot.waitUntil(lambda: not dialog.isVisible(), timeout=30_000)
     assert window.session.model_entry("good") is not None and error_dialogs == []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from gui_helpers import flush_events
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
@@ -39,10 +40,6 @@ class PaintLog(QObject):
         return False
 
 
-def settle(qtbot, ms: int = 60) -> None:
-    qtbot.wait(ms)
-
-
 def test_staged_widgets_change_at_once_and_paint_one_per_turn_in_order(qtbot):
     window = QWidget()
     layout = QVBoxLayout(window)
@@ -52,7 +49,7 @@ def test_staged_widgets_change_at_once_and_paint_one_per_turn_in_order(qtbot):
     qtbot.addWidget(window)
     window.show()
     qtbot.waitExposed(window)
-    settle(qtbot)
+    flush_events()  # the window's first paint is over before the log starts
     staged = StagedPaint(window)
     # At each paint: which of the labels still wait for theirs.
     log = PaintLog(lambda watched: [not label.updatesEnabled() for label in labels])
@@ -64,8 +61,8 @@ def test_staged_widgets_change_at_once_and_paint_one_per_turn_in_order(qtbot):
         label.setText(f"new text {i}")
     assert [label.text() for label in labels] == ["new text 0", "new text 1", "new text 2"]  # state: now
     assert staged.queue and not any(label.updatesEnabled() for label in labels)
-    qtbot.waitUntil(lambda: not staged.queue, timeout=2000)
-    settle(qtbot)
+    qtbot.waitUntil(lambda: not staged.queue, timeout=30_000)
+    flush_events()  # the last widget's paint, asked for when its updates came back
 
     order = [watched for watched, _ in log.painted]
     assert order[:3] == labels  # each painted, in staging order
@@ -90,7 +87,7 @@ def test_a_hidden_widget_is_not_staged_and_staging_twice_keeps_one_place(qtbot):
     staged.stage(shown_label)
     assert staged.queue == [shown_label]
     assert hidden_label.updatesEnabled()
-    qtbot.waitUntil(lambda: not staged.queue, timeout=2000)
+    qtbot.waitUntil(lambda: not staged.queue, timeout=30_000)
     assert shown_label.updatesEnabled()
 
 
@@ -98,7 +95,7 @@ def viewport_paints(widget, qtbot, change) -> int:
     log = PaintLog()
     widget.viewport().installEventFilter(log)
     change()
-    settle(qtbot, 120)
+    flush_events()  # every layout and paint the change led to, however the machine schedules them
     widget.viewport().removeEventFilter(log)
     return len(log.painted)
 
@@ -112,7 +109,7 @@ def test_the_inspector_bars_paint_a_new_range_once(qtbot, scale):
     bars.show()
     qtbot.waitExposed(bars)
     bars.set_values(np.linspace(-1, 1, 84) * 7, [1, 2], 3)
-    settle(qtbot, 120)
+    flush_events()
     values = np.random.default_rng(1).normal(size=84) * scale
     assert viewport_paints(bars, qtbot, lambda: bars.set_values(values, [4, 5], 6)) == 1
 
@@ -123,7 +120,7 @@ def test_the_relevance_heatmap_paints_its_first_matrix_and_the_next_totals_once(
     heatmap.resize(900, 420)
     heatmap.show()
     qtbot.waitExposed(heatmap)
-    settle(qtbot, 120)
+    flush_events()
     totals = np.random.default_rng(0).random(84) * 40
 
     def show(values):
@@ -189,7 +186,7 @@ def test_grid_lines_are_opaque_and_behind_the_data(qtbot):
     qtbot.addWidget(widget)
     widget.show()
     qtbot.waitExposed(widget)
-    settle(qtbot)
+    flush_events()
     image = widget.grab().toImage()
     vb = plot.vb
 
@@ -240,7 +237,7 @@ def test_the_growth_plot_keeps_its_axes_while_sets_are_measured(qtbot, monkeypat
         inputs = np.unique(np.geomspace(1, n, 25).astype(int))
         curve = Curve("test", QColor("#1f77b4"), inputs, top * inputs / n, running=True, total=total)
         plot.set_curves("NC", [curve])
-        settle(qtbot, 30)
+        flush_events()  # the batch's layout and paints (the first batch's come in two passes), all of them
         ranges.append(plot.plot.vb.viewRange())
 
     batch(500, 30.0)
@@ -287,24 +284,24 @@ def test_new_thumbnail_cells_are_drawn_a_budget_per_frame_and_at_once_outside_fr
     grid.thumbnails.set_split(split, FASHION_CLASSES)
     window.show()
     qtbot.waitExposed(window)
-    qtbot.waitUntil(lambda: grid.visualRect(grid.thumbnails.index(0)).isValid())
+    qtbot.waitUntil(lambda: grid.visualRect(grid.thumbnails.index(0)).isValid(), timeout=30_000)
     visible = [row for row in range(400)
                if grid.viewport().rect().intersects(grid.visualRect(grid.thumbnails.index(row)))]
     assert len(visible) >= 20
-    settle(qtbot)  # the window's first paint, on being exposed, is not a frame: every cell at once
+    flush_events()  # the window's first paint, on being exposed, is not a frame: every cell at once
     grid.delegate.forget_cells()
     drawn_in.clear()
     grid.viewport().update()
-    qtbot.waitUntil(lambda: len(drawn_in) >= len(visible), timeout=5000)
-    settle(qtbot)
+    qtbot.waitUntil(lambda: len(drawn_in) >= len(visible), timeout=30_000)
+    flush_events()
     assert sorted(drawn_in) == drawn_in and len(drawn_in) == len(visible)  # each visible cell once
     assert max(drawn_in.count(paint) for paint in set(drawn_in)) == 1  # one new cell per frame
 
     # New predictions give every cell a new look: again one per frame, until all are drawn.
     drawn_in.clear()
     grid.thumbnails.set_predictions((np.arange(400) + 1) % 10)
-    qtbot.waitUntil(lambda: len(drawn_in) >= len(visible), timeout=5000)
-    settle(qtbot)
+    qtbot.waitUntil(lambda: len(drawn_in) >= len(visible), timeout=30_000)
+    flush_events()
     assert len(drawn_in) == len(visible)
     assert max(drawn_in.count(paint) for paint in set(drawn_in)) == 1
 

@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 import pytest
+from gui_helpers import flush_events
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QImage
 from PySide6.QtWidgets import QFileDialog, QMessageBox
@@ -100,7 +101,7 @@ def test_results_are_grouped_by_kind_with_readable_labels(qtbot, panel_window, t
     window = panel_window
     window.resize(1440, 900)
     window.resizeDocks([window.project_dock], [PROJECT_WIDTH], Qt.Orientation.Horizontal)
-    qtbot.waitUntil(lambda: abs(window.project_dock.width() - PROJECT_WIDTH) <= 2, timeout=3000)
+    qtbot.waitUntil(lambda: abs(window.project_dock.width() - PROJECT_WIDTH) <= 2, timeout=30_000)
     path = tmp_path / "panel.png"
     assert panel.grab().save(str(path))
     image = QImage(str(path))
@@ -236,16 +237,16 @@ def test_the_panel_keeps_its_width_through_wide_views_and_a_restart(qtbot, open_
     for name in ("data", "model", "training", "importance", "coverage", "robustness", "data"):
         window.show_view(name)
         window.runner.cancel_all()  # what the views start is not what this test is about
-        qtbot.wait(20)
+        flush_events()  # the window laid out around the view
         assert window.project_dock.width() >= MIN_WIDTH, name
         assert window.minimumSizeHint().width() < 1024, name  # and the window still fits a small screen
     window.resizeDocks([window.project_dock], [300], Qt.Orientation.Horizontal)
-    qtbot.waitUntil(lambda: abs(window.project_dock.width() - 300) <= 2, timeout=3000)
+    qtbot.waitUntil(lambda: abs(window.project_dock.width() - 300) <= 2, timeout=30_000)
     window.show_view("robustness")  # the widest view: it scrolls, the panel keeps its width
     window.runner.cancel_all()
-    qtbot.wait(50)
+    flush_events()
     assert abs(window.project_dock.width() - 300) <= 2
     window.close()  # the dock's width is saved with the layout
     again = open_window(Project.open(window.session.project.folder))
-    qtbot.waitUntil(lambda: abs(again.project_dock.width() - 300) <= 2, timeout=3000)
+    qtbot.waitUntil(lambda: abs(again.project_dock.width() - 300) <= 2, timeout=30_000)
     again.runner.cancel_all()

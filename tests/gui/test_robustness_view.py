@@ -4,6 +4,8 @@ from the panel, the convergence rounds, fuzzing, stored runs read back, bad inpu
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 from gui_helpers import robustness_set_up
@@ -18,17 +20,38 @@ def idle(window) -> bool:
     return window.session.is_ready and window.runner.is_idle()
 
 
+PREPARED: list = []  # a copy of the first robustness_window's project, its pools and quick comparison stored
+
+
 @pytest.fixture
-def robustness_window(qtbot, settled_window):
-    """The demo window on the Robustness view, with the pools built and the quick comparison done."""
-    window = settled_window
+def robustness_window(qtbot, open_window, settle, tmp_path_factory):
+    """The demo window on the Robustness view, with the pools built and the quick comparison done.
+
+    The module's first test builds them (half a minute on two cores); a later one opens a copy of that
+    project, which reads both back at once, as a reopened project does (checked in the first test)."""
+    from workbench.core.project import Project
+
+    window = open_window(Project.open(copy_of_prepared(tmp_path_factory)) if PREPARED else None)
+    settle(window)
     qtbot.keyClick(window, Qt.Key.Key_6, Qt.KeyboardModifier.ControlModifier)
     view = window.views["robustness"]
     assert window.tabs.currentWidget() is view
+    if PREPARED:
+        qtbot.waitUntil(lambda: view.base is not None and view.base.reused and len(view.rows) == 8 and idle(window),
+                        timeout=RETRAIN_TIMEOUT_MS)
+        return window
     robustness_set_up(qtbot, window, RETRAIN_TIMEOUT_MS)
     qtbot.mouseClick(view.retrain.quick_button, Qt.MouseButton.LeftButton)  # it never starts by itself
     qtbot.waitUntil(lambda: view.base is not None and not view.jobs and idle(window), timeout=RETRAIN_TIMEOUT_MS)
+    PREPARED.append(tmp_path_factory.mktemp("robustness-prepared") / "project")
+    shutil.copytree(window.session.project.folder, PREPARED[0])
     return window
+
+
+def copy_of_prepared(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("robustness") / "project"
+    shutil.copytree(PREPARED[0], folder)
+    return folder
 
 
 def check_pools_histograms_and_selection(qtbot, window, tmp_path):
@@ -201,8 +224,8 @@ def check_bad_budgets_are_refused(qtbot, window, error_dialogs):
     assert "retrain" not in view.jobs and "No strategy" in error_dialogs[-1].message
 
 
-# Each window prepares its pools and runs the quick comparison first (half a minute on two cores), so the
-# checks share two windows: one for what is shown and stored, one for the jobs launched from the panels.
+# Each window needs the pools and the quick comparison first, so the checks share two windows: one for what
+# is shown and stored, one for the jobs launched from the panels (on a copy of the first one's project).
 
 def test_pools_selection_and_the_quick_comparison(qtbot, robustness_window, open_window, tmp_path):
     check_pools_histograms_and_selection(qtbot, robustness_window, tmp_path)

@@ -322,7 +322,7 @@ def test_selection_strip_sorted_by_fol_and_clicks_report_the_candidate(qtbot, tm
     row0 = int(np.argmin(fol))
     assert widget.model.caption_at(0) == f"{fol[row0]:.3g} · {attacks[row0]}"
     assert "→ adversarial prediction" in widget.model.data(widget.model.index(0), Qt.ItemDataRole.ToolTipRole)
-    qtbot.waitUntil(lambda: widget.visual_rect(0).isValid())
+    qtbot.waitUntil(lambda: widget.visual_rect(0).isValid(), timeout=30_000)
     screenshot(widget, tmp_path, "selection_strip.png")
 
     with qtbot.waitSignal(widget.candidate_clicked) as clicked:
@@ -347,7 +347,7 @@ def test_selection_strip_sorted_by_fol_and_clicks_report_the_candidate(qtbot, tm
     widget.set_candidates(colour[:20], fol[:20], labels[:20], predictions[:20], "PGD", CLASSES)
     assert widget.model.rowCount() == 20 and widget.title.text() == "20 selected candidates"
     assert as_display_images(colour[:2]).shape == (2, 28, 28, 3)
-    qtbot.waitUntil(lambda: widget.visual_rect(19).isValid())
+    qtbot.waitUntil(lambda: widget.visual_rect(19).isValid(), timeout=30_000)
     assert widget.visual_rect(10).top() > widget.visual_rect(0).top()  # wrapped onto a second row
     screenshot(widget, tmp_path, "selection_grid.png")
     with pytest.raises(ValueError, match="differ in length"):
@@ -396,7 +396,7 @@ def test_fuzz_pairs_fill_in_with_a_live_counter(qtbot, tmp_path):
     label, numbers = widget.model.caption_lines(0)
     assert label == f"{CLASSES[first[2][0]]} → {CLASSES[first[3][0]]}"
     assert numbers == f"grad-L2 {first[4][0]:.3g} · dist {first[5][0]:.2f}"
-    qtbot.waitUntil(lambda: widget.visual_rect(23).isValid())
+    qtbot.waitUntil(lambda: widget.visual_rect(23).isValid(), timeout=30_000)
     screenshot(widget, tmp_path, "fuzz_pairs.png")
 
     with qtbot.waitSignal(widget.pair_clicked) as clicked:

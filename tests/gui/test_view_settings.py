@@ -9,6 +9,7 @@ import json
 import shutil
 
 import pytest
+from gui_helpers import flush_events
 from PySide6.QtCore import Qt, QUrl
 from PySide6.QtWidgets import QApplication, QCheckBox, QComboBox, QSpinBox, QSplitter, QVBoxLayout, QWidget
 
@@ -36,7 +37,7 @@ def test_each_kind_of_view_setting_comes_back_when_the_project_opens_again(qtbot
     data.outcome_box.setCurrentIndex(1)  # misclassified only
     data.zoom.setValue(2)
     data_splitter(window).setSizes([640, 420])
-    qtbot.wait(20)
+    flush_events()
     data_sizes = data_splitter(window).sizes()
     # The Robustness view: ε (set for the dataset when the view first shows), pool, strategy, budget, panels.
     robustness = window.views["robustness"]
@@ -66,7 +67,7 @@ def test_each_kind_of_view_setting_comes_back_when_the_project_opens_again(qtbot
     coverage.m_box.setValue(4)
     coverage.matrix_tabs.setCurrentIndex(1)
     coverage_body(window).setSizes([400, 800])
-    qtbot.wait(20)
+    flush_events()
     coverage_sizes = coverage_body(window).sizes()
     window.runner.cancel_all()
     # The Importance and Training views, never shown.
@@ -101,7 +102,7 @@ def test_each_kind_of_view_setting_comes_back_when_the_project_opens_again(qtbot
 
     settle(again)
     data = again.views["data"]
-    qtbot.waitUntil(lambda: data.class_box.currentData() == 1 and data.outcome_box.currentIndex() == 1, timeout=5000)
+    qtbot.waitUntil(lambda: data.class_box.currentData() == 1 and data.outcome_box.currentIndex() == 1, timeout=30_000)
     assert data.zoom.value() == 2
     thumbnails = data.grid.thumbnails
     assert (thumbnails.class_filter, thumbnails.outcome) == (1, "wrong")  # the filters apply, not only show
@@ -112,7 +113,7 @@ def test_each_kind_of_view_setting_comes_back_when_the_project_opens_again(qtbot
     again.runner.cancel_all()
     assert robustness.eps_box.value() == pytest.approx(0.05)  # the stored ε, not the dataset's default again
     again.show_view("coverage")
-    qtbot.waitUntil(lambda: coverage.a_box.currentData() == "fashion-mnist:train", timeout=5000)
+    qtbot.waitUntil(lambda: coverage.a_box.currentData() == "fashion-mnist:train", timeout=30_000)
     assert coverage.b_box.currentData() == "fashion-mnist:test"  # the view would choose the second set itself
     assert coverage.matrix_sets() == ("fashion-mnist:train", "fashion-mnist:test")
     assert all(abs(a - b) <= 3 for a, b in zip(coverage_body(again).sizes(), coverage_sizes))
@@ -193,13 +194,13 @@ def test_a_remembered_choice_waits_for_its_item_and_yields_to_the_user(qtbot):
     assert second.flag.isChecked() and second.count.value() == 5
     assert "box" in settings.waiting and settings.state()["controls"]["box"]["data"] == "owl"  # kept while waiting
     second.fill(["cat", "dog"])  # not there yet
-    qtbot.wait(10)
+    flush_events()  # the retry it scheduled has run
     assert second.box.currentData() == "cat" and "box" in settings.waiting
     second.fill(["cat", "dog", "owl"])
-    qtbot.waitUntil(lambda: second.box.currentData() == "owl", timeout=1000)
+    qtbot.waitUntil(lambda: second.box.currentData() == "owl", timeout=30_000)
     assert second.chosen[-1] == "owl" and not settings.waiting  # the view heard of it; watching stopped
     second.fill(["owl", "cat"])  # filled again later: the view's own choice stands
-    qtbot.wait(10)
+    flush_events()
     assert second.box.currentData() == "owl"
 
     third = Filled()
@@ -210,7 +211,7 @@ def test_a_remembered_choice_waits_for_its_item_and_yields_to_the_user(qtbot):
     qtbot.keyClick(third.box, Qt.Key.Key_Down)  # the user chose before the item came: their choice stays
     assert not settings.waiting
     third.fill(["cat", "owl"])
-    qtbot.wait(10)
+    flush_events()
     assert third.box.currentData() == "cat"
 
 
@@ -239,7 +240,7 @@ def test_recent_projects_are_listed_newest_first_and_open(qtbot, open_window, se
     assert other.recent_menu.menuAction() in file_menu.actions()
 
     entries[1].trigger()  # opens the first project again, as File → Open project does
-    qtbot.waitUntil(lambda: not other.isVisible(), timeout=5000)
+    qtbot.waitUntil(lambda: not other.isVisible(), timeout=30_000)
     reopened = next(w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow) and w.isVisible())
     qtbot.addWidget(reopened)
     assert reopened.session.project.folder.resolve() == first.resolve()
@@ -262,7 +263,7 @@ def test_help_documentation_shows_the_pages_and_follows_links(qtbot, settled_win
     window = settled_window
     window.action_map["documentation"].trigger()
     docs = window.documentation
-    qtbot.waitUntil(docs.isVisible, timeout=3000)
+    qtbot.waitUntil(docs.isVisible, timeout=30_000)
     titles = docs.titles()
     assert {"Importance-Driven Coverage (IDC)", "Neuron importance with LRP", "First-order loss and test selection",
             "Classic coverage criteria and surprise adequacy"} <= set(titles)
