@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt
 
 pytestmark = pytest.mark.gui
 
-RETRAIN_TIMEOUT_MS = 120_000
+RETRAIN_TIMEOUT_MS = 400_000  # a bound, not a speed: the set-up and the quick comparison took over 2 min with both cores busy
 
 
 def idle(window) -> bool:
