@@ -77,9 +77,13 @@ class LoadingDialog(QDialog):
 
     # --- what a dialog says ----------------------------------------------------------------------
 
+    def load_arguments(self) -> tuple:
+        """What `load` is called with: what the dialog names."""
+        return ()
+
     def start(self):
         """Start loading what the dialog names: the job, or None when nothing needs to run."""
-        raise NotImplementedError
+        return self._load(*self.load_arguments())
 
     def inputs(self) -> list[QWidget]:
         """The fields that are locked while a load runs: what loads is what they show."""
@@ -213,8 +217,8 @@ class OpenModelDialog(LoadingDialog):
         self.setMinimumWidth(520)
         self.update_buttons()
 
-    def start(self):
-        return self._load(self.choices())
+    def load_arguments(self) -> tuple:
+        return (self.choices(),)
 
     def inputs(self) -> list[QWidget]:
         return [self.path, self.browse, self.arch, self.name, self.trust]
@@ -271,8 +275,8 @@ class OpenDatasetDialog(LoadingDialog):
         self.update_buttons()
         self.setMinimumWidth(max(520, self.sizeHint().width()))  # the Download box's text shown whole
 
-    def start(self):
-        return self._load(self.choice(), self.allow_download())
+    def load_arguments(self) -> tuple:
+        return self.choice(), self.allow_download()
 
     def inputs(self) -> list[QWidget]:
         return [self.path, self.file_button, self.folder_button, self.torchvision, self.download]
