@@ -116,7 +116,7 @@ def check_quick_comparison_is_drawn_and_stored(qtbot, window, open_window):
     from workbench.core.project import Project
 
     again = open_window(Project.open(project.folder))
-    qtbot.waitUntil(lambda: idle(again), timeout=30000)
+    qtbot.waitUntil(lambda: idle(again), timeout=RETRAIN_TIMEOUT_MS)
     qtbot.keyClick(again, Qt.Key.Key_6, Qt.KeyboardModifier.ControlModifier)
     other = again.views["robustness"]
     qtbot.waitUntil(lambda: other.base is not None and idle(again), timeout=60000)
