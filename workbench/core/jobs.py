@@ -214,6 +214,18 @@ def warm_up(ctx: JobContext) -> StartupReport:
 
 
 BACKGROUND_NICENESS = 10  # how far background work steps back behind the window's thread
+NICENESS_VARIABLE = "WORKBENCH_BACKGROUND_NICENESS"
+
+
+def background_niceness() -> int:
+    """How far background work steps back: `WORKBENCH_BACKGROUND_NICENESS` (0 to 19) where it is set, so that
+    on a machine shared with other work of normal priority the jobs are not starved by it (0 runs them at the
+    window's priority); `BACKGROUND_NICENESS` otherwise, or where the value is not a whole number."""
+    value = os.environ.get(NICENESS_VARIABLE, "").strip()
+    try:
+        return min(19, max(0, int(value))) if value else BACKGROUND_NICENESS
+    except ValueError:
+        return BACKGROUND_NICENESS
 
 
 def run_in_background() -> None:
@@ -224,21 +236,23 @@ def run_in_background() -> None:
     a background thread stays one. Best effort: where it is not allowed, nothing changes."""
     import sys
 
-    if not hasattr(os, "setpriority"):
+    niceness = background_niceness()
+    if not hasattr(os, "setpriority") or niceness == 0:
         return
     try:
         if sys.platform.startswith("linux"):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICENESS)
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), niceness)
     except OSError:
         pass
 
 
 def run_process_in_background() -> None:
     """`run_in_background` for a whole worker process, before it starts its compute threads."""
-    if not hasattr(os, "nice"):
+    niceness = background_niceness()
+    if not hasattr(os, "nice") or niceness == 0:
         return
     try:
-        os.nice(BACKGROUND_NICENESS)
+        os.nice(niceness)
     except OSError:
         pass
 
