@@ -59,7 +59,7 @@ def beating(ctx, folder, piece):
 def step_times(fn) -> float:
     """The median time between two progress reports of `fn(ctx)`, run until 12 reports."""
     from workbench.core.errors import Cancelled
-    from workbench.core.jobs import JobContext
+    from workbench.core.execution.jobs import JobContext
 
     times = []
 
@@ -88,7 +88,7 @@ def wait_in_ui(app, done, limit_s: float = 120.0) -> None:
 
 def runner_case(app, runner, fn, *args, started=lambda job: job.record.done > 0, **kwargs) -> float:
     """Submit, wait until `started(job)`, cancel; seconds until the job's end reaches the UI thread."""
-    from workbench.gui.jobs import CANCELLED
+    from workbench.gui.session.jobs import CANCELLED
 
     job = runner.submit("bench", fn, *args, **kwargs)
     wait_in_ui(app, lambda: started(job))
@@ -114,13 +114,13 @@ def main() -> int:
     import torch
     from PySide6.QtWidgets import QApplication
 
-    from workbench.core.dataset_registry import load_dataset
+    from workbench.core.data.registry import load_dataset
     from workbench.core.errors import Cancelled
-    from workbench.core.jobs import JobContext
-    from workbench.core.model_io import load_model
-    from workbench.core.training import evaluate, train, train_and_save
-    from workbench.core.worker_process import IN_WORKER, POLL_S, ProcessExecutor
-    from workbench.gui.jobs import JobRunner
+    from workbench.core.execution.jobs import JobContext
+    from workbench.core.models.model_io import load_model
+    from workbench.core.models.training import evaluate, train, train_and_save
+    from workbench.core.execution.worker_process import IN_WORKER, POLL_S, ProcessExecutor
+    from workbench.gui.session.jobs import JobRunner
 
     torch.set_num_threads(1)  # as each lane's job runs
     app = QApplication.instance() or QApplication([])
@@ -207,9 +207,9 @@ def _first_report(ctx):
 
 def close_while_training(app, folder: Path) -> float:
     """The GUI test's scenario: a long training run from the Training view, then the window closes."""
-    from workbench.core.project import Project
-    from workbench.gui.jobs import RUNNING
-    from workbench.gui.main_window import MainWindow
+    from workbench.core.project.folder import Project
+    from workbench.gui.session.jobs import RUNNING
+    from workbench.gui.shell.main_window import MainWindow
 
     project = Project.create(folder, "fashion-mnist", ["lenet5-fashion"])
     window = MainWindow(project, [], long_jobs="thread")
@@ -230,7 +230,7 @@ def close_while_training(app, folder: Path) -> float:
 def diffusion_case(fashion, tmp: Path, n: int) -> str:
     from workbench.core.errors import Cancelled
     from workbench.core.generation.training import train_generator
-    from workbench.core.jobs import JobContext
+    from workbench.core.execution.jobs import JobContext
 
     seconds, steps = [], []
     for i in range(n):
@@ -257,9 +257,9 @@ def diffusion_case(fashion, tmp: Path, n: int) -> str:
 def ray_case(tmp: Path, n: int, tick: float) -> str:
     import ray
 
-    from workbench.core.jobs import JobContext
-    from workbench.core.shard_plan import ShardPlan
-    from workbench.core.sharding import Distribution, executor_for
+    from workbench.core.execution.jobs import JobContext
+    from workbench.core.execution.shard_plan import ShardPlan
+    from workbench.core.execution.sharding import Distribution, executor_for
 
     distribution = Distribution("ray", shards=2)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)

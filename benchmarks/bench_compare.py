@@ -48,10 +48,10 @@ def main() -> int:
 
     from workbench.core.comparison import resampling as rs
     from workbench.core.comparison.compare import compare_testsets
-    from workbench.core.dataset_registry import load_dataset
-    from workbench.core.jobs import JobContext
-    from workbench.core.model_io import load_model
-    from workbench.core.project import Project
+    from workbench.core.data.registry import load_dataset
+    from workbench.core.execution.jobs import JobContext
+    from workbench.core.models.model_io import load_model
+    from workbench.core.project.folder import Project
     from workbench.core.testsets import resolve
 
     torch.set_num_threads(os.cpu_count() or 1)

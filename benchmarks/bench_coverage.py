@@ -27,12 +27,12 @@ import warnings
 import numpy as np
 import torch
 
-from workbench.core.activations import NeuronDefinition, stream_activations
+from workbench.core.models.activations import NeuronDefinition, stream_activations
 from workbench.core.coverage import IDC, KMNC, NBC, NC, SNAC, TKNC, measure_coverage
-from workbench.core.dataset_registry import load_dataset
-from workbench.core.jobs import JobContext
-from workbench.core.model_io import load_model
-from workbench.core.project import Project
+from workbench.core.data.registry import load_dataset
+from workbench.core.execution.jobs import JobContext
+from workbench.core.models.model_io import load_model
+from workbench.core.project.folder import Project
 
 PAPER_LENET5 = {6: 47.0, 8: 28.0, 10: 9.5, 12: 4.4}  # DeepImportance Table 3, MNIST, per-class mean, U_O
 

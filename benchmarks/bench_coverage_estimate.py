@@ -21,11 +21,11 @@ import torch
 from workbench.core.coverage.estimate import coverage_work
 from workbench.core.coverage.measure import measure_groups
 from workbench.core.coverage.registry import criterion_catalogue, criterion_groups
-from workbench.core.dataset_registry import load_dataset
-from workbench.core.importance import compute_importance
-from workbench.core.jobs import JobContext
-from workbench.core.model_io import load_model
-from workbench.core.project import Project
+from workbench.core.data.registry import load_dataset
+from workbench.core.importance.neuron_importance import compute_importance
+from workbench.core.execution.jobs import JobContext
+from workbench.core.models.model_io import load_model
+from workbench.core.project.folder import Project
 
 LAYER, M = "fc2", 6
 

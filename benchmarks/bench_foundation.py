@@ -16,12 +16,12 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from workbench.core import dataset_registry
-from workbench.core.activations import NeuronDefinition, collect_activations
-from workbench.core.jobs import JobContext
-from workbench.core.model_io import load_model
-from workbench.core.models import get_architecture
-from workbench.core.training import evaluate, train
+from workbench.core.data import registry as dataset_registry
+from workbench.core.models.activations import NeuronDefinition, collect_activations
+from workbench.core.execution.jobs import JobContext
+from workbench.core.models.model_io import load_model
+from workbench.core.models.architectures import get_architecture
+from workbench.core.models.training import evaluate, train
 
 
 def timed(fn, repeat: int = 1):

@@ -15,7 +15,7 @@ Importance view shows it. Timed, each the best (and median) of several interleav
   (4) an input's explanation (one test image, its heatmap for one neuron and its values per neuron)
 
 `--worker` runs (2)–(4) again the way the application does: in the interactive lane's worker
-process (`core.worker_process`, which runs at a lowered priority). `--busy N` keeps N processes
+process (`core.execution.worker_process`, which runs at a lowered priority). `--busy N` keeps N processes
 spinning at normal priority meanwhile — a machine whose cores others' work takes — which is where
 a click's jobs took 23–26 s. `--gui` opens the window (worker processes, as the application) and
 times a click on a heatmap cell until the gallery's images are shown and until their relevance is
@@ -98,10 +98,10 @@ def busy(processes: int):
 
 
 def core_calls(model, dataset, result, rounds: int) -> None:
-    from workbench.core.ablation import ablation_check
-    from workbench.core.gallery import explain_input, neuron_gallery
-    from workbench.core.importance import compute_importance
-    from workbench.core.jobs import JobContext
+    from workbench.core.importance.ablation import ablation_check
+    from workbench.core.importance.gallery import explain_input, neuron_gallery
+    from workbench.core.importance.neuron_importance import compute_importance
+    from workbench.core.execution.jobs import JobContext
 
     ctx = JobContext("cpu")
     train, test = dataset.split("train"), dataset.split("test")
@@ -151,7 +151,7 @@ def core_calls(model, dataset, result, rounds: int) -> None:
 def keeping_time(importance: dict) -> float:
     """Seconds one importance run spends keeping each neuron's inputs: a direct measure of the overhead,
     which the whole run's time on a busy machine hides in its noise."""
-    from workbench.core.top_inputs import TopInputs
+    from workbench.core.importance.top_inputs import TopInputs
 
     original, spent = TopInputs.offer, []
 
@@ -170,10 +170,10 @@ def keeping_time(importance: dict) -> float:
 
 def worker_calls(model, dataset, result, rounds: int) -> None:
     """The same jobs through the interactive lane's worker process, as the application runs them."""
-    from workbench.core.ablation import ablation_check
-    from workbench.core.gallery import explain, neuron_gallery
-    from workbench.core.jobs import JobContext
-    from workbench.core.worker_process import ProcessExecutor
+    from workbench.core.importance.ablation import ablation_check
+    from workbench.core.importance.gallery import explain, neuron_gallery
+    from workbench.core.execution.jobs import JobContext
+    from workbench.core.execution.worker_process import ProcessExecutor
 
     executor = ProcessExecutor()
     executor.start()
@@ -211,9 +211,9 @@ def gui_clicks(clicks: int) -> None:
     folder = Path(tempfile.mkdtemp(prefix="bench-gallery-"))
     os.environ["WORKBENCH_DEMO_DIR"] = str(folder / "demo")
     os.environ["WORKBENCH_SETTINGS_DIR"] = str(folder)
-    from workbench.gui.app import draw_before_showing, load_before_showing
-    from workbench.gui.demo import open_demo_project
-    from workbench.gui.main_window import MainWindow
+    from workbench.gui.shell.app import draw_before_showing, load_before_showing
+    from workbench.gui.shell.demo import open_demo_project
+    from workbench.gui.shell.main_window import MainWindow
 
     load_before_showing(app)
     project, notices = open_demo_project()
@@ -286,10 +286,10 @@ def main() -> None:
                         help="also time clicks in the window (default 5 clicks)")
     args = parser.parse_args()
 
-    from workbench.core.dataset_registry import load_dataset
-    from workbench.core.importance import compute_importance
-    from workbench.core.jobs import JobContext, share_cores
-    from workbench.core.model_io import load_model
+    from workbench.core.data.registry import load_dataset
+    from workbench.core.importance.neuron_importance import compute_importance
+    from workbench.core.execution.jobs import JobContext, share_cores
+    from workbench.core.models.model_io import load_model
 
     share_cores()  # one torch thread per lane on 2 cores, as the application
     model, dataset = load_model("lenet5-fashion"), load_dataset("fashion-mnist")

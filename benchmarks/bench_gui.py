@@ -21,8 +21,8 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 STARTUP = """
 import time
 t0 = time.perf_counter()
-from workbench.gui.app import application, open_start_project
-from workbench.gui.main_window import MainWindow
+from workbench.gui.shell.app import application, open_start_project
+from workbench.gui.shell.main_window import MainWindow
 app = application()
 project, notices, _ = open_start_project(None)
 window = MainWindow(project, notices)
@@ -48,7 +48,7 @@ def bench_startup(rounds: int = 3) -> None:
 def bench_grid() -> None:
     from PySide6.QtWidgets import QApplication
 
-    from workbench.core.dataset_registry import load_dataset
+    from workbench.core.data.registry import load_dataset
     from workbench.gui.widgets.thumbnail_grid import ThumbnailGrid
 
     app = QApplication.instance() or QApplication([])

@@ -31,10 +31,10 @@ import torch
 
 from workbench.core.coverage import IDC, measure_coverage
 from workbench.core.coverage.measure import default_layer
-from workbench.core.dataset_registry import load_dataset
-from workbench.core.jobs import JobContext
-from workbench.core.layers import layer_catalogue
-from workbench.core.model_io import load_model
+from workbench.core.data.registry import load_dataset
+from workbench.core.execution.jobs import JobContext
+from workbench.core.models.layers import layer_catalogue
+from workbench.core.models.model_io import load_model
 
 MS = (6, 8, 10, 12)
 DEFAULT_MODELS = ("lenet5-fashion:fashion-mnist", "lenet5-mnist5k:mnist-5k")

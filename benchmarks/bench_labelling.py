@@ -47,11 +47,11 @@ def main() -> int:
     from PySide6.QtTest import QTest
     from PySide6.QtWidgets import QApplication
 
-    from workbench.core.dataset_registry import load_dataset
+    from workbench.core.data.registry import load_dataset
     from workbench.core.labeling.label_store import LabelStore
-    from workbench.core.project import Project
+    from workbench.core.project.folder import Project
     from workbench.core.testsets import save_testset
-    from workbench.gui.main_window import MainWindow
+    from workbench.gui.shell.main_window import MainWindow
 
     app = QApplication.instance() or QApplication([])
     folder = Path(tempfile.mkdtemp(prefix="bench-labelling-")) / "project"

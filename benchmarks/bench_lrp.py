@@ -23,12 +23,12 @@ import time
 import torch
 from torch import nn
 
-from workbench.core.dataset_registry import load_dataset
-from workbench.core.importance import compute_importance
-from workbench.core.jobs import JobContext
-from workbench.core.lrp import LRP
-from workbench.core.model_io import load_model
-from workbench.core.models import cifar_convnet
+from workbench.core.data.registry import load_dataset
+from workbench.core.importance.neuron_importance import compute_importance
+from workbench.core.execution.jobs import JobContext
+from workbench.core.importance.lrp import LRP
+from workbench.core.models.model_io import load_model
+from workbench.core.models.architectures import cifar_convnet
 
 
 def start_relevance(logits: torch.Tensor) -> torch.Tensor:

@@ -45,10 +45,10 @@ def main() -> int:
 
     import torch
 
-    from workbench.core.dataset_registry import load_dataset
-    from workbench.core.jobs import JobContext
-    from workbench.core.model_io import load_model
-    from workbench.core.project import Project
+    from workbench.core.data.registry import load_dataset
+    from workbench.core.execution.jobs import JobContext
+    from workbench.core.models.model_io import load_model
+    from workbench.core.project.folder import Project
     from workbench.core.robustness.attacks import default_eps
     from workbench.core.robustness.experiment import ExperimentResult, prepare, run_strategy
     from workbench.core.robustness.pool import load_pool, save_pool

@@ -33,9 +33,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from workbench.core.dataset_registry import load_dataset
-from workbench.core.jobs import JobContext
-from workbench.core.model_io import load_model
+from workbench.core.data.registry import load_dataset
+from workbench.core.execution.jobs import JobContext
+from workbench.core.models.model_io import load_model
 from workbench.core.robustness import attacks
 from workbench.core.robustness.scores import score_inputs
 from workbench.core.robustness.selection import coverage_greedy, neuron_coverage_items

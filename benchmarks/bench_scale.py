@@ -50,7 +50,7 @@ def timed(fn):
 def start_ray(workers: int):
     import ray
 
-    from workbench.core import sharding
+    from workbench.core.execution import sharding
 
     sharding.forget_clusters()
     if ray.is_initialized():
@@ -67,9 +67,9 @@ def main() -> int:
 
     import torch
 
-    from workbench.core.activations import NeuronDefinition, stream_activations
+    from workbench.core.models.activations import NeuronDefinition, stream_activations
     from workbench.core.coverage import measure_coverage
-    from workbench.core.dataset_registry import load_dataset
+    from workbench.core.data.registry import load_dataset
     from workbench.core.generation.storage import load_generator
     from workbench.core.generation.tig import (
         SearchInputs,
@@ -77,11 +77,11 @@ def main() -> int:
         generate,
         search_part,
     )
-    from workbench.core.importance import compute_importance
-    from workbench.core.jobs import JobContext
-    from workbench.core.model_io import load_model
-    from workbench.core.shard_plan import ShardPlan
-    from workbench.core.sharding import Distribution, LocalShards, executor_for
+    from workbench.core.importance.neuron_importance import compute_importance
+    from workbench.core.execution.jobs import JobContext
+    from workbench.core.models.model_io import load_model
+    from workbench.core.execution.shard_plan import ShardPlan
+    from workbench.core.execution.sharding import Distribution, LocalShards, executor_for
 
     data, model = load_dataset("fashion-mnist"), load_model("lenet5-fashion")
     criteria = ("idc", "nc", "kmnc", "nbc", "snac", "tknc")

@@ -34,11 +34,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from workbench.core.dataset_registry import load_dataset  # noqa: E402
+from workbench.core.data.registry import load_dataset  # noqa: E402
 from workbench.core.generation.storage import load_generator  # noqa: E402
 from workbench.core.generation.tig import ELITE, POPULATION, draw_seeds, extent_of, search  # noqa: E402
-from workbench.core.jobs import JobContext  # noqa: E402
-from workbench.core.model_io import load_model  # noqa: E402
+from workbench.core.execution.jobs import JobContext  # noqa: E402
+from workbench.core.models.model_io import load_model  # noqa: E402
 
 
 def original_search(generator, classifier, seeds, s: int, low: float, high: float, e: float, budget: int,

@@ -241,9 +241,9 @@ def main() -> int:
     folder = Path(tempfile.mkdtemp(prefix="ui-latency-"))
     os.environ["WORKBENCH_DEMO_DIR"] = str(folder / "demo")
     os.environ["WORKBENCH_SETTINGS_DIR"] = str(folder)  # the temporary demo stays out of the user's recent projects
-    from workbench.gui.app import draw_before_showing, load_before_showing
-    from workbench.gui.demo import open_demo_project
-    from workbench.gui.main_window import MainWindow
+    from workbench.gui.shell.app import draw_before_showing, load_before_showing
+    from workbench.gui.shell.demo import open_demo_project
+    from workbench.gui.shell.main_window import MainWindow
 
     launched = time.perf_counter()
     load_before_showing(app)  # as `workbench gui` does: PyTorch behind a splash, before the window shows

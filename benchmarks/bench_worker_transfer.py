@@ -85,8 +85,8 @@ def main() -> int:
     parser.add_argument("--megabytes", type=int, default=120)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    from workbench.core.jobs import JobContext
-    from workbench.core.worker_process import ProcessExecutor
+    from workbench.core.execution.jobs import JobContext
+    from workbench.core.execution.worker_process import ProcessExecutor
 
     size = args.megabytes * 2**20
     source, target = np.ones(size, np.uint8), np.empty(size, np.uint8)

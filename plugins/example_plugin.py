@@ -21,8 +21,8 @@ def mlp(num_classes: int = 10):
 
 def fashion_mnist_small():
     """2,000 training and 1,000 test images of Fashion-MNIST, the same for every run (seed 0)."""
-    from workbench.core.data import Dataset, DatasetCard, stratified_split
-    from workbench.core.dataset_registry import load_dataset
+    from workbench.core.data.dataset import Dataset, DatasetCard, stratified_split
+    from workbench.core.data.registry import load_dataset
 
     full = load_dataset("fashion-mnist")
     train, test = full.split("train"), full.split("test")
@@ -37,7 +37,7 @@ def fashion_mnist_small():
 
 def register(registry) -> None:
     registry.add_architecture("mlp", mlp, (1, 28, 28), "Multi-layer perceptron 784-256-128 (example plugin)")
-    from workbench.core.dataset_registry import FASHION_MNIST_INSTALL, fashion_mnist_missing
+    from workbench.core.data.registry import FASHION_MNIST_INSTALL, fashion_mnist_missing
 
     registry.add_dataset("fashion-mnist-small", fashion_mnist_small, "Fashion-MNIST 2k/1k subset (example plugin)",
                          missing=fashion_mnist_missing, install=FASHION_MNIST_INSTALL)

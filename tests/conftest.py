@@ -95,7 +95,7 @@ def slice_dir() -> Path:
 @pytest.fixture(scope="session")
 def fashion_slice(slice_dir):
     """The 2,000/1,000 Fashion-MNIST slice, loaded by path (not cached under a registry name)."""
-    from workbench.core.dataset_registry import load_dataset
+    from workbench.core.data.registry import load_dataset
 
     return load_dataset(str(slice_dir))
 
@@ -103,7 +103,7 @@ def fashion_slice(slice_dir):
 @pytest.fixture(scope="session")
 def fashion_tiny(fashion_slice):
     """400 training and 200 test images of the slice: what the generator tests train on."""
-    from workbench.core.data import Dataset
+    from workbench.core.data.dataset import Dataset
 
     return Dataset("fashion-tiny", fashion_slice.class_names,
                    {"train": fashion_slice.split("train").subset(range(400)),
@@ -126,22 +126,22 @@ def tiny_generators() -> dict:
 @pytest.fixture(scope="session")
 def lenet5_fashion():
     """The bundled Fashion-MNIST LeNet-5 (87.8 % test accuracy): the generators' reference classifier."""
-    from workbench.core.model_io import load_model
+    from workbench.core.models.model_io import load_model
 
     return load_model("lenet5-fashion")
 
 
 @pytest.fixture(scope="session")
 def digits():
-    from workbench.core.dataset_registry import load_dataset
+    from workbench.core.data.registry import load_dataset
 
     return load_dataset("digits")
 
 
 @pytest.fixture(scope="session")
 def _digits_model_master(digits):
-    from workbench.core.jobs import JobContext
-    from workbench.core.training import train
+    from workbench.core.execution.jobs import JobContext
+    from workbench.core.models.training import train
 
     result = train(JobContext("cpu"), "digits-net", digits, epochs=10, batch_size=32, lr=3e-3, seed=0)
     return result
@@ -158,7 +158,7 @@ def digits_model_file(_digits_model_master, tmp_path_factory) -> Path:
     """The trained digits-net as a workbench checkpoint (with its sidecar card)."""
     import json
 
-    from workbench.core.model_io import save_checkpoint
+    from workbench.core.models.model_io import save_checkpoint
 
     model = _digits_model_master.model
     path = tmp_path_factory.mktemp("models") / "digits-net.pt"
@@ -171,7 +171,7 @@ def digits_model_file(_digits_model_master, tmp_path_factory) -> Path:
 
 @pytest.fixture
 def tmp_project(tmp_path):
-    from workbench.core.project import Project
+    from workbench.core.project.folder import Project
 
     return Project.create(tmp_path / "project", "digits", ["digits-net"])
 
@@ -181,7 +181,7 @@ def tmp_project(tmp_path):
 @pytest.fixture
 def fresh_dataset_cache(monkeypatch):
     """An empty dataset cache for this test, so named datasets really load (and nothing leaks out)."""
-    from workbench.core import dataset_registry
+    from workbench.core.data import registry as dataset_registry
 
     monkeypatch.setattr(dataset_registry, "_CACHE", {})
     return dataset_registry
@@ -192,7 +192,11 @@ def isolated_plugins(monkeypatch):
     """Plugins loaded in this test leave the architecture/dataset registries as they were."""
     import sys
 
-    from workbench.core import dataset_registry, models, plugins
+    from workbench.core import plugins
+
+    from workbench.core.data import registry as dataset_registry
+
+    from workbench.core.models import architectures as models
     from workbench.core.coverage import registry
     from workbench.core.generation import registry as generators
 

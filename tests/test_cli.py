@@ -16,7 +16,7 @@ import torch
 from cli_helpers import assert_clean_failure, run_cli
 
 from workbench.cli import EXIT_CANCELLED, EXIT_ERROR, main
-from workbench.core.project import Project
+from workbench.core.project.folder import Project
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -147,7 +147,7 @@ def test_pickled_model_needs_trust_file(tmp_path, digits_model, capsys):
 # --- cancellation -----------------------------------------------------------------------------------------
 
 def test_cancelled_training_writes_no_checkpoint(tmp_path, capsys, monkeypatch):
-    from workbench.core.jobs import JobContext
+    from workbench.core.execution.jobs import JobContext
 
     real = JobContext.progress
     calls = []
@@ -250,11 +250,11 @@ def _bad_model(tmp_path: Path, kind: str, digits_model) -> tuple[Path, list[str]
         state = {k: torch.full_like(v, float("nan")) for k, v in digits_model.module.state_dict().items()}
         torch.save(state, path)
     elif kind == "classes":
-        from workbench.core.models import get_architecture
+        from workbench.core.models.architectures import get_architecture
 
         torch.save(get_architecture("digits-net").build(3).state_dict(), path)
     elif kind == "shape":
-        from workbench.core.models import get_architecture
+        from workbench.core.models.architectures import get_architecture
 
         torch.save(get_architecture("lenet1").build(10).state_dict(), path)
         return path, ["--arch", "lenet1"]

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from cli_helpers import assert_clean_failure, run_cli, run_json
-from workbench.core.class_names import FASHION_CLASSES
+from workbench.core.data.class_names import FASHION_CLASSES
 
 FOLDER_NAMES = [c.replace("/", "-") for c in FASHION_CLASSES]  # "T-shirt/top" cannot name a folder
 IMAGES = 300

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from cli_helpers import assert_clean_failure, run_cli, run_json
 
-from workbench.core.project import Project
+from workbench.core.project.folder import Project
 from workbench.core.testsets import resolve
 
 

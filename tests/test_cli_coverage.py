@@ -18,7 +18,7 @@ import pytest
 from cli_helpers import assert_clean_failure, run_cli, run_json
 
 from workbench.cli import EXIT_CANCELLED, EXIT_ERROR, main
-from workbench.core.project import Project
+from workbench.core.project.folder import Project
 
 REPO = Path(__file__).resolve().parent.parent
 SLICE = REPO / "tests" / "data" / "fashion-mnist-slice"
@@ -39,7 +39,7 @@ def save_npz(path, train, test, class_names, train_rows=None, test_rows=None):
 
 @pytest.fixture(scope="module")
 def slice_arrays():
-    from workbench.core.dataset_registry import load_dataset
+    from workbench.core.data.registry import load_dataset
 
     data = load_dataset(str(SLICE))
     train, test = data.split("train"), data.split("test")
@@ -141,8 +141,8 @@ def _nc_by_hand(layers: list[str], point: str, first: int) -> dict[str, int]:
     conv channels averaged, covered above 0.75; "post" reads the ReLU after a layer."""
     import torch
 
-    from workbench.core.dataset_registry import load_dataset
-    from workbench.core.model_io import load_model
+    from workbench.core.data.registry import load_dataset
+    from workbench.core.models.model_io import load_model
 
     module = load_model("lenet5-fashion").module.eval()
     x = load_dataset(str(SLICE)).split("test").tensor(slice(0, first))
@@ -345,7 +345,7 @@ def test_fidelity_idc_falls_as_m_grows_and_is_deterministic_for_a_seed(capsys, t
 # --- warnings that are not errors -----------------------------------------------------------------------------
 
 def test_a_layer_with_constant_activations_is_a_warning(capsys, tmp_path):
-    from workbench.core.model_io import load_model, save_checkpoint
+    from workbench.core.models.model_io import load_model, save_checkpoint
 
     model = load_model("lenet5-fashion")
     model.module.fc2.weight.data.zero_()
@@ -415,7 +415,7 @@ def test_a_test_set_with_other_classes_is_refused(capsys, tmp_path, slice_arrays
 
 def test_a_cancelled_run_stores_nothing(capsys, tmp_path, monkeypatch):
     """Ctrl+C during the test pass, after importance and fitting: no artifact, no state file."""
-    from workbench.core.jobs import JobContext
+    from workbench.core.execution.jobs import JobContext
 
     real = JobContext.progress
 

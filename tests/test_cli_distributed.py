@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import assert_clean_failure, run_cli, run_json
 
-from workbench.core import sharding
+from workbench.core.execution import sharding
 
 REPO = Path(__file__).resolve().parent.parent
 SLICE = REPO / "tests" / "data" / "fashion-mnist-slice"
@@ -86,7 +86,7 @@ def test_json_output_stays_json_when_a_ray_worker_dies(ray_session, capsys, monk
     """Ray's driver printed "(raylet) A worker died…" to stdout, before the document: now it is on stderr."""
     import ray
 
-    from workbench.core.ray_cluster import RayShards
+    from workbench.core.execution.ray_cluster import RayShards
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # `dying_first` goes to the workers by value
     planned = RayShards.run

@@ -17,7 +17,7 @@ import torch
 from cli_helpers import assert_clean_failure, run_cli
 
 from workbench.cli import EXIT_CANCELLED, EXIT_ERROR, main
-from workbench.core.project import Project
+from workbench.core.project.folder import Project
 
 REPO = Path(__file__).resolve().parent.parent
 SLICE = REPO / "tests" / "data" / "fashion-mnist-slice"
@@ -167,8 +167,8 @@ def test_bad_requests_exit_2_without_a_traceback(capsys, tmp_path, extra, words)
 def test_a_layer_lrp_cannot_handle_is_named_with_the_models_layers(capsys, tmp_path, isolated_plugins):
     from torch import nn
 
-    from workbench.core.model_io import save_checkpoint
-    from workbench.core.models import Architecture, register_architecture
+    from workbench.core.models.model_io import save_checkpoint
+    from workbench.core.models.architectures import Architecture, register_architecture
 
     def build(num_classes=10):
         return nn.Sequential(OrderedDict([("conv1", nn.Conv2d(1, 2, 5)), ("norm", nn.LocalResponseNorm(2)),
@@ -185,7 +185,7 @@ def test_a_layer_lrp_cannot_handle_is_named_with_the_models_layers(capsys, tmp_p
 
 
 def test_nan_relevance_names_the_first_offending_layer(capsys, tmp_path):
-    from workbench.core.model_io import load_model, save_checkpoint
+    from workbench.core.models.model_io import load_model, save_checkpoint
 
     model = load_model("lenet5-fashion")
     model.module.fc1.weight.data[3, 7] = float("nan")
@@ -199,8 +199,8 @@ def test_nan_relevance_names_the_first_offending_layer(capsys, tmp_path):
 
 def test_a_class_without_correctly_classified_inputs_is_reported_empty(capsys, tmp_path):
     """Labels rearranged so that no image labelled 'Bag' is classified as a bag."""
-    from workbench.core.dataset_registry import load_dataset
-    from workbench.core.model_io import load_model
+    from workbench.core.data.registry import load_dataset
+    from workbench.core.models.model_io import load_model
 
     data = load_dataset(str(SLICE))
     model = load_model("lenet5-fashion")
@@ -225,7 +225,7 @@ def test_a_class_without_correctly_classified_inputs_is_reported_empty(capsys, t
 
 def test_a_cancelled_run_stores_nothing(capsys, tmp_path, monkeypatch):
     """Ctrl+C during the ablation, after importance finished: the project keeps no artifact at all."""
-    from workbench.core.jobs import JobContext
+    from workbench.core.execution.jobs import JobContext
 
     real = JobContext.progress
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from cli_helpers import run_cli
 
-from workbench.core.project import Project
+from workbench.core.project.folder import Project
 
 # Each command with the least work that still stores a result made with `{model}` on `{data}`.
 COMMANDS = {
@@ -51,7 +51,7 @@ def test_a_state_dict_is_listed_with_the_architecture_it_was_given(capsys, tmp_p
     """A plain state_dict loads again only with its architecture, so `--arch` is kept with the model."""
     import torch
 
-    from workbench.core.model_io import load_model
+    from workbench.core.models.model_io import load_model
 
     weights = tmp_path / "weights.pt"
     torch.save(load_model(str(digits_model_file)).module.state_dict(), weights)

@@ -16,8 +16,8 @@ import torch
 from cli_helpers import assert_clean_failure, run_cli
 
 from workbench.cli import main
-from workbench.core.model_io import load_model, save_checkpoint
-from workbench.core.project import Project
+from workbench.core.models.model_io import load_model, save_checkpoint
+from workbench.core.project.folder import Project
 from workbench.core.robustness.fuzzing import STOP_REASONS
 from workbench.core.robustness.pool import load_pool, save_pool
 from workbench.core.robustness.runs import load_run

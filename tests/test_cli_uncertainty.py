@@ -12,8 +12,8 @@ import pytest
 import torch
 from cli_helpers import assert_clean_failure, run_cli, run_json
 
-from workbench.core.model_io import load_model
-from workbench.core.project import Project
+from workbench.core.models.model_io import load_model
+from workbench.core.project.folder import Project
 
 SCORES = ("deepgini", "margin", "least_confidence", "entropy")
 

@@ -16,7 +16,7 @@ import pytest
 from cli_helpers import assert_clean_failure, run_cli, run_json
 
 from workbench.core.generation.generated import CSV_COLUMNS
-from workbench.core.store import text_column
+from workbench.core.project.store import text_column
 
 GENERATORS = "vae-fashion-mnist,gan-fashion-mnist"
 NAME = "gen-set"
@@ -88,8 +88,8 @@ def test_train_validators_from_the_command_line(validators, files, capsys):
 
 
 def test_generate_stores_the_set_and_exports_the_csv(generated, files):
-    from workbench.core.dataset_registry import load_dataset
-    from workbench.core.project import Project
+    from workbench.core.data.registry import load_dataset
+    from workbench.core.project.folder import Project
     from workbench.core.testsets import resolve
 
     project_dir, export, result = generated
@@ -153,10 +153,10 @@ def test_a_used_export_folder_is_refused_before_anything_is_stored(files, tmp_pa
 
 
 def test_validity_prints_the_groups_of_the_proxies(generated, validators, files, capsys):
-    from workbench.core.dataset_registry import load_dataset
+    from workbench.core.data.registry import load_dataset
     from workbench.core.generation.validators import load_validators
-    from workbench.core.jobs import JobContext
-    from workbench.core.project import Project
+    from workbench.core.execution.jobs import JobContext
+    from workbench.core.project.folder import Project
     from workbench.core.testsets import resolve
 
     project_dir, _, result = generated

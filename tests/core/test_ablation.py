@@ -12,13 +12,13 @@ import pytest
 import torch
 from torch import nn
 
-from workbench.core.ablation import AblationResult, ablation_check, load_ablation, random_draws
-from workbench.core.activations import NeuronDefinition
-from workbench.core.data import Dataset, DatasetCard, Split
+from workbench.core.importance.ablation import AblationResult, ablation_check, load_ablation, random_draws
+from workbench.core.models.activations import NeuronDefinition
+from workbench.core.data.dataset import Dataset, DatasetCard, Split
 from workbench.core.errors import Cancelled, WorkbenchError
-from workbench.core.jobs import JobContext
-from workbench.core.model_io import LoadedModel, ModelInfo
-from workbench.core.project import Project
+from workbench.core.execution.jobs import JobContext
+from workbench.core.models.model_io import LoadedModel, ModelInfo
+from workbench.core.project.folder import Project
 
 CLASSES = ["a", "b", "c"]
 N = 120
@@ -316,8 +316,8 @@ def test_results_are_stored_and_reused(setup, tmp_path):
 
 def test_on_a_real_model_the_important_neurons_hurt_more(fashion_slice):
     """lenet5-fashion, fc2: the top-6 by LRP importance cost more accuracy than random sets of 6."""
-    from workbench.core.importance import compute_importance
-    from workbench.core.model_io import load_model
+    from workbench.core.importance.neuron_importance import compute_importance
+    from workbench.core.models.model_io import load_model
 
     model = load_model("lenet5-fashion")
     importance = compute_importance(JobContext("cpu"), model, fashion_slice, "fc2", batch_size=1000)
@@ -329,7 +329,7 @@ def test_on_a_real_model_the_important_neurons_hurt_more(fashion_slice):
 
 def test_the_verdict_ranks_the_top_set_among_the_draws_and_is_clear_only_with_enough_draws():
     """Hand computations of the rank test: chance = (1 + draws at least as costly) / (draws + 1)."""
-    from workbench.core.ablation import CLEAR_DRAWS, AblationResult
+    from workbench.core.importance.ablation import CLEAR_DRAWS, AblationResult
 
     def result(top_accuracy, random_accuracies):
         return AblationResult(layer="fc1", m=2, mode="zero", draws=len(random_accuracies), seed=0, split="test",

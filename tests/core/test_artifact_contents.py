@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 from workbench.core.coverage import measure_coverage
-from workbench.core.data import Dataset
+from workbench.core.data.dataset import Dataset
 from workbench.core.errors import WorkbenchError
-from workbench.core.evaluation import evaluate_stored
-from workbench.core.importance import compute_importance
-from workbench.core.jobs import JobContext
-from workbench.core.model_io import load_model
-from workbench.core.project import Project
+from workbench.core.models.evaluation import evaluate_stored
+from workbench.core.importance.neuron_importance import compute_importance
+from workbench.core.execution.jobs import JobContext
+from workbench.core.models.model_io import load_model
+from workbench.core.project.folder import Project
 
 SOME = np.arange(0, 1000, 8)
 DAMAGES = ("text", "short", "flat", "missing")

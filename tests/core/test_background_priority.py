@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from workbench.core.jobs import BACKGROUND_NICENESS, NICENESS_VARIABLE, background_niceness, run_in_background
+from workbench.core.execution.jobs import BACKGROUND_NICENESS, NICENESS_VARIABLE, background_niceness, run_in_background
 
 
 @pytest.mark.parametrize(("value", "niceness"), [

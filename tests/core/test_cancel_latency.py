@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from workbench.core.activations import STEP_INPUTS, NeuronDefinition, stream_activations
+from workbench.core.models.activations import STEP_INPUTS, NeuronDefinition, stream_activations
 from workbench.core.coverage.idc import IDC
-from workbench.core.data import Split
+from workbench.core.data.dataset import Split
 from workbench.core.errors import Cancelled
-from workbench.core.jobs import JobContext
-from workbench.core.model_io import LoadedModel, ModelInfo
-from workbench.core.training import predict
+from workbench.core.execution.jobs import JobContext
+from workbench.core.models.model_io import LoadedModel, ModelInfo
+from workbench.core.models.training import predict
 
 
 class CancellingNet(torch.nn.Module):
@@ -106,8 +106,8 @@ class CancellingSplit(Split):
 
 def test_relevance_and_attacks_on_a_huge_batch_stop_after_one_bounded_piece():
     """Asked for one batch of 12,288 inputs, relevance and the attacks read a bounded piece and stop."""
-    from workbench.core.data import Dataset, DatasetCard, step_batch
-    from workbench.core.importance import LRP_PASSES, compute_importance
+    from workbench.core.data.dataset import Dataset, DatasetCard, step_batch
+    from workbench.core.importance.neuron_importance import LRP_PASSES, compute_importance
     from workbench.core.robustness.attacks import PGD_STEPS, attack_split
 
     torch.manual_seed(0)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.model_io import CHECKPOINT_VERSION, load_model, save_checkpoint, weights_digest
+from workbench.core.models.model_io import CHECKPOINT_VERSION, load_model, save_checkpoint, weights_digest
 from workbench.core.resources import resources_dir
 
 
@@ -75,7 +75,7 @@ def test_the_bundled_weights_are_checked_against_their_cards(tmp_path):
 def test_safetensors_weights_are_checked_against_a_card_in_the_modules_order(tmp_path, digits_model):
     from safetensors.torch import save_file
 
-    from workbench.core.model_io import weights_digest
+    from workbench.core.models.model_io import weights_digest
 
     state = digits_model.module.state_dict()
     save_file(state, str(tmp_path / "w.safetensors"))

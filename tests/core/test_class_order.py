@@ -10,7 +10,7 @@ import itertools
 import numpy as np
 import pytest
 
-from workbench.core.class_order import MIN_GAIN, best_assignment, class_order_warning
+from workbench.core.data.class_order import MIN_GAIN, best_assignment, class_order_warning
 
 NAMES3 = ["cat", "dog", "fox"]
 
@@ -145,9 +145,9 @@ class Reordered:
 
 
 def test_evaluating_a_reordered_model_warns_and_the_model_itself_does_not(digits, digits_model):
-    from workbench.core.jobs import JobContext
-    from workbench.core.model_io import LoadedModel
-    from workbench.core.training import evaluate
+    from workbench.core.execution.jobs import JobContext
+    from workbench.core.models.model_io import LoadedModel
+    from workbench.core.models.training import evaluate
 
     plain = evaluate(JobContext("cpu"), digits_model, digits, "test")
     assert plain["accuracy"] > 0.9 and plain["class_order_warning"] is None
@@ -164,10 +164,10 @@ def test_evaluating_a_reordered_model_warns_and_the_model_itself_does_not(digits
 
 
 def test_an_untrained_model_gets_no_warning(digits):
-    from workbench.core.jobs import JobContext
-    from workbench.core.models import get_architecture
-    from workbench.core.model_io import LoadedModel, ModelInfo
-    from workbench.core.training import evaluate
+    from workbench.core.execution.jobs import JobContext
+    from workbench.core.models.architectures import get_architecture
+    from workbench.core.models.model_io import LoadedModel, ModelInfo
+    from workbench.core.models.training import evaluate
 
     import torch
 
@@ -179,9 +179,9 @@ def test_an_untrained_model_gets_no_warning(digits):
 
 
 def test_a_stored_evaluation_read_back_carries_the_warning(digits, digits_model, tmp_project):
-    from workbench.core.evaluation import evaluate_stored, find_evaluation, load_evaluation
-    from workbench.core.jobs import JobContext
-    from workbench.core.model_io import LoadedModel
+    from workbench.core.models.evaluation import evaluate_stored, find_evaluation, load_evaluation
+    from workbench.core.execution.jobs import JobContext
+    from workbench.core.models.model_io import LoadedModel
 
     order = [1, 0, 2, 3, 4, 5, 6, 7, 8, 9]
     model = LoadedModel(Reordered(copy.deepcopy(digits_model.module), order), copy.deepcopy(digits_model.info))

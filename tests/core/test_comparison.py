@@ -18,8 +18,8 @@ from workbench.core.comparison.items import covered_items
 from workbench.core.comparison.report import DIFFERENCE_COLUMNS, verdict, write_csv, write_html, write_json
 from workbench.core.coverage.measure import measure_coverage
 from workbench.core.errors import WorkbenchError
-from workbench.core.jobs import JobContext
-from workbench.core.project import Project
+from workbench.core.execution.jobs import JobContext
+from workbench.core.project.folder import Project
 from workbench.core.robustness.scores import score_inputs
 from workbench.core.sampling import seeded_sample
 from workbench.core.testsets import resolve, save_testset

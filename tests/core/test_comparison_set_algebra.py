@@ -12,7 +12,7 @@ from scipy import sparse
 
 from workbench.core.comparison.set_algebra import adding_new_items, combine, recipe, save_combination
 from workbench.core.errors import WorkbenchError
-from workbench.core.project import Project
+from workbench.core.project.folder import Project
 from workbench.core.testsets import Source, TestSet, resolve
 
 

@@ -13,13 +13,13 @@ import pytest
 import torch
 from torch import nn
 
-from workbench.core.conservation import conservation_check
-from workbench.core.data import Dataset, DatasetCard, Split
+from workbench.core.importance.conservation import conservation_check
+from workbench.core.data.dataset import Dataset, DatasetCard, Split
 from workbench.core.errors import Cancelled, WorkbenchError
-from workbench.core.importance import compute_importance
-from workbench.core.jobs import JobContext
-from workbench.core.lrp import LRP, AlphaBeta, Composite, Epsilon, ZPlus, stabilise
-from workbench.core.model_io import LoadedModel, ModelInfo
+from workbench.core.importance.neuron_importance import compute_importance
+from workbench.core.execution.jobs import JobContext
+from workbench.core.importance.lrp import LRP, AlphaBeta, Composite, Epsilon, ZPlus, stabilise
+from workbench.core.models.model_io import LoadedModel, ModelInfo
 
 RULES = ["lrp-0", Epsilon(0.1), ZPlus(), AlphaBeta(), Composite(conv=ZPlus(), dense=Epsilon(0.01)),
          Composite("lrp-0", maxpool="equal-split"), Epsilon(0.05, bias_in_denominator=False)]

@@ -10,9 +10,9 @@ import pytest
 from workbench.core.coverage import passes
 from workbench.core.coverage.estimate import PassClock, coverage_work
 from workbench.core.coverage.measure import measure_coverage, measure_groups
-from workbench.core.data import Dataset
-from workbench.core.jobs import JobContext
-from workbench.core.project import Project
+from workbench.core.data.dataset import Dataset
+from workbench.core.execution.jobs import JobContext
+from workbench.core.project.folder import Project
 
 GROUPS = [("idc",), ("nc", "kmnc")]
 LAYER = "fc1"

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.project import PROJECT_FORMAT, Project
+from workbench.core.project.folder import PROJECT_FORMAT, Project
 
 
 def _settings(**changes) -> dict:
@@ -121,7 +121,7 @@ FULL_DISK = textwrap.dedent("""
     import resource, signal, sys
     import numpy as np
     from workbench.core.errors import WorkbenchError
-    from workbench.core.project import Project
+    from workbench.core.project.folder import Project
 
     project = Project.open(sys.argv[1])
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails as on a full disk

@@ -8,8 +8,8 @@ import struct
 import numpy as np
 import pytest
 
-from workbench.core.data import MAX_CLASSES, as_image_array, as_labels
-from workbench.core.dataset_files import load_path
+from workbench.core.data.dataset import MAX_CLASSES, as_image_array, as_labels
+from workbench.core.data.readers import load_path
 from workbench.core.errors import WorkbenchError
 
 IDX_CODES = {np.dtype(np.uint8): 0x08, np.dtype(np.int8): 0x09, np.dtype(">i2"): 0x0B, np.dtype(">i4"): 0x0C,

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workbench.core.dataset_registry import load_dataset
+from workbench.core.data.registry import load_dataset
 from workbench.core.errors import WorkbenchError
-from workbench.core.idx import read_idx
+from workbench.core.data.idx import read_idx
 
 RNG = np.random.default_rng(1234)
 X8 = RNG.integers(0, 256, (24, 8, 8), dtype=np.uint8)
@@ -245,7 +245,7 @@ def test_hdf5_train_test_groups(tmp_path):
 
 def test_hdf5_is_read_lazily_in_batches(tmp_path):
     """Images are never read whole: each read asks for at most one batch, in any index order."""
-    from workbench.core.dataset_files import H5Images
+    from workbench.core.data.readers import H5Images
 
     x = RNG.integers(0, 256, (50, 6, 6), dtype=np.uint8)
     ds = load_dataset(str(_h5(tmp_path / "big.h5", x=x, y=np.arange(50) % 5)))
@@ -389,7 +389,7 @@ def test_a_file_or_folder_dataset_has_one_name_before_and_after_loading(tmp_path
     import h5py
     from PIL import Image
 
-    from workbench.core.dataset_files import dataset_name, load_path
+    from workbench.core.data.readers import dataset_name, load_path
 
     x = np.random.default_rng(0).integers(0, 256, (4, 8, 8)).astype(np.uint8)
     y = np.array([0, 1, 0, 1])

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workbench.core.dataset_registry import (FASHION_CLASSES, dataset_status, fashion_mnist_dir,
+from workbench.core.data.registry import (FASHION_CLASSES, dataset_status, fashion_mnist_dir,
                                              load_dataset)
 from workbench.core.errors import WorkbenchError
 
@@ -134,7 +134,7 @@ def test_mnist5k_split_is_deterministic_stratified_and_complete(fresh_dataset_ca
                                                                                  test.labels)
     assert sorted(got) == sorted(ref)
     # a second load (new process state) gives the same split
-    from workbench.core import dataset_registry
+    from workbench.core.data import registry as dataset_registry
 
     again = dataset_registry._load_mnist5k()
     np.testing.assert_array_equal(again.split("test").labels, test.labels)

@@ -14,13 +14,13 @@ import pytest
 import torch
 from torch import nn
 
-from workbench.core.data import Dataset, DatasetCard, Split
+from workbench.core.data.dataset import Dataset, DatasetCard, Split
 from workbench.core.errors import Cancelled, WorkbenchError
-from workbench.core.gallery import (GalleryProgress, InputExplanation, colour_level, diverging_rgb, explain_input,
+from workbench.core.importance.gallery import (GalleryProgress, InputExplanation, colour_level, diverging_rgb, explain_input,
                                     neuron_gallery, save_gallery_png)
-from workbench.core.jobs import JobContext
-from workbench.core.lrp import LRP
-from workbench.core.model_io import LoadedModel, ModelInfo
+from workbench.core.execution.jobs import JobContext
+from workbench.core.importance.lrp import LRP
+from workbench.core.models.model_io import LoadedModel, ModelInfo
 
 CLASSES = ["a", "b", "c"]
 N = 100

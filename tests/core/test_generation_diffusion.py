@@ -16,7 +16,7 @@ from workbench.core.generation.diffusion import ConditionalDiffusion, check_clas
 from workbench.core.generation.registry import create_generator
 from workbench.core.generation.storage import load_generator
 from workbench.core.generation.training import train_generator
-from workbench.core.jobs import JobContext
+from workbench.core.execution.jobs import JobContext
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import torch
 from workbench.core.generation.gan import ConditionalGAN
 from workbench.core.generation.storage import load_generator, read_training_state
 from workbench.core.generation.training import train_generator
-from workbench.core.jobs import JobContext
+from workbench.core.execution.jobs import JobContext
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from workbench.core.generation.generated import run_generation
 from workbench.core.generation.objectives import NewCombination, idc_objective, margins
 from workbench.core.generation.storage import load_generator
 from workbench.core.generation.tig import draw_seeds, search
-from workbench.core.jobs import JobContext
+from workbench.core.execution.jobs import JobContext
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,7 @@ def objective(lenet5_fashion, fashion_tiny):
 
 def layer_values(objective, classifier, images) -> np.ndarray:
     """The IDC layer's values of `images`, taken the plain way (a hook, one forward pass)."""
-    from workbench.core.activations import hook_point, neuron_values
+    from workbench.core.models.activations import hook_point, neuron_values
 
     seen = []
     module = dict(classifier.module.named_modules())[hook_point(objective.catalogue, objective.definition)]

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.jobs import JobContext
+from workbench.core.execution.jobs import JobContext
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from workbench.core.generation.assessment import (LatentRange, draw_indices, mea
                                                   seed_acceptance)
 from workbench.core.generation.protocol import check_fits
 from workbench.core.generation.registry import create_generator, generator_kinds, get_generator_kind
-from workbench.core.jobs import JobContext
-from workbench.core.model_io import LoadedModel, ModelInfo
+from workbench.core.execution.jobs import JobContext
+from workbench.core.models.model_io import LoadedModel, ModelInfo
 
 
 def test_the_built_in_kinds_are_listed_with_their_presets():

@@ -13,7 +13,7 @@ from torch import nn
 
 from workbench.core.generation.protocol import Generator
 from workbench.core.generation.tig import ELITE, POPULATION, Seeds, search
-from workbench.core.jobs import JobContext
+from workbench.core.execution.jobs import JobContext
 
 D = 4
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from workbench.core.data import Dataset, Split
+from workbench.core.data.dataset import Dataset, Split
 from workbench.core.errors import WorkbenchError
 from workbench.core.generation import tig
 from workbench.core.generation.generated import (
@@ -50,8 +50,8 @@ from workbench.core.generation.validity import (
     reconstruction_loss,
     reconstruction_probability,
 )
-from workbench.core.jobs import JobContext
-from workbench.core.store import text_column
+from workbench.core.execution.jobs import JobContext
+from workbench.core.project.store import text_column
 
 PROXY_COLUMNS = {"proxy_selforacle_loss", "proxy_selforacle_invalid", "proxy_daiv_probability", "proxy_daiv_invalid",
                  "proxy_oracle_label", "proxy_oracle_confidence", "proxy_oracle_verdict"}
@@ -575,8 +575,8 @@ def test_a_stop_keeps_what_the_search_found_marked_unfinished(bundled_vae, lenet
 
 
 def test_run_generation_saves_a_stopped_run_as_partial(tmp_path, bundled_vae, lenet5_fashion, fashion_tiny):
-    from workbench.core.project import Project
-    from workbench.core.staging import run_staged
+    from workbench.core.project.folder import Project
+    from workbench.core.project.staging import run_staged
     from workbench.core.testsets import resolve
 
     project = Project.create(tmp_path / "p", "fashion-tiny")
@@ -607,8 +607,8 @@ def test_run_generation_saves_a_stopped_run_as_partial(tmp_path, bundled_vae, le
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory, bundled_vae, bundled_gan, lenet5_fashion, fashion_tiny, validator_set):
-    from workbench.core.project import Project
-    from workbench.core.staging import run_staged
+    from workbench.core.project.folder import Project
+    from workbench.core.project.staging import run_staged
 
     project = Project.create(tmp_path_factory.mktemp("generated") / "p", "fashion-tiny")
     validators = load_validators(str(validator_set[0]))

@@ -14,7 +14,7 @@ from generator_cards import BAD_CARDS, CLASS_NAMES, edited, tiny_folder
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.generation.storage import listed_generators, load_generator, read_samples
-from workbench.core.model_io import weights_digest
+from workbench.core.models.model_io import weights_digest
 
 
 KNOWN_AT_LOAD = {"setting-bool", "setting-fraction", "setting-unknown", "setting-negative", "latent-zero",

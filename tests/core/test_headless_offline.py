@@ -25,7 +25,8 @@ def core_modules() -> list[str]:
 
 def test_core_has_the_expected_modules():
     names = set(core_modules())
-    for required in ("jobs", "data", "models", "model_io", "activations", "training", "project", "store", "plugins"):
+    for required in ("execution.jobs", "data.dataset", "models.architectures", "models.model_io", "models.activations",
+                     "models.training", "project.folder", "project.store", "plugins"):
         assert f"workbench.core.{required}" in names
 
 
@@ -98,10 +99,10 @@ def no_network(monkeypatch):
 
 def test_datasets_and_models_load_with_the_network_off(no_network, fresh_dataset_cache, tmp_path,
                                                        digits_model_file, slice_dir):
-    from workbench.core.dataset_registry import dataset_status, load_dataset
-    from workbench.core.jobs import JobContext
-    from workbench.core.model_io import bundled_models, load_model
-    from workbench.core.training import evaluate
+    from workbench.core.data.registry import dataset_status, load_dataset
+    from workbench.core.execution.jobs import JobContext
+    from workbench.core.models.model_io import bundled_models, load_model
+    from workbench.core.models.training import evaluate
 
     loaded = []
     for row in dataset_status():

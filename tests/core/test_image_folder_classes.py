@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workbench.core.dataset_files import CLASSES_FILE, SORTED_FOLDERS, load_path
+from workbench.core.data.readers import CLASSES_FILE, SORTED_FOLDERS, load_path
 from workbench.core.errors import WorkbenchError
 
 RNG = np.random.default_rng(5)

@@ -12,14 +12,14 @@ import pytest
 import torch
 from torch import nn
 
-from workbench.core.activations import NeuronDefinition
-from workbench.core.data import Dataset, DatasetCard, Split
+from workbench.core.models.activations import NeuronDefinition
+from workbench.core.data.dataset import Dataset, DatasetCard, Split
 from workbench.core.errors import Cancelled, WorkbenchError
-from workbench.core.importance import ImportanceProgress, compute_importance, load_importance, rank_neurons, top_m
-from workbench.core.jobs import JobContext
-from workbench.core.lrp import LRP, Composite, ZPlus
-from workbench.core.model_io import LoadedModel, ModelInfo
-from workbench.core.project import Project
+from workbench.core.importance.neuron_importance import ImportanceProgress, compute_importance, load_importance, rank_neurons, top_m
+from workbench.core.execution.jobs import JobContext
+from workbench.core.importance.lrp import LRP, Composite, ZPlus
+from workbench.core.models.model_io import LoadedModel, ModelInfo
+from workbench.core.project.folder import Project
 
 CLASSES = ["a", "b", "c"]
 N = 90

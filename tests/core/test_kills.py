@@ -14,13 +14,13 @@ import time
 
 import numpy as np
 
-from workbench.core.project import Project
+from workbench.core.project.folder import Project
 
 WRITER = textwrap.dedent("""
     import sys
     import numpy as np
     import torch  # a save imports it (its provenance): here, before the word to go
-    from workbench.core.project import Project
+    from workbench.core.project.folder import Project
 
     folder, start = sys.argv[1], int(sys.argv[2])
     if sys.stdin.readline().strip() != "go":  # the writer before this one is dead and its project checked

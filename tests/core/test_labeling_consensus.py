@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from workbench.core.class_names import DIGIT_CLASSES, FASHION_CLASSES
+from workbench.core.data.class_names import DIGIT_CLASSES, FASHION_CLASSES
 from workbench.core.errors import WorkbenchError
 from workbench.core.labeling.answers import (
     CIFAR10_CLASSES,

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workbench.core.class_names import FASHION_CLASSES
+from workbench.core.data.class_names import FASHION_CLASSES
 from workbench.core.errors import WorkbenchError
 from workbench.core.labeling.answers import DIFFERENT, INVALID, options_for
 from workbench.core.labeling.exchange import (

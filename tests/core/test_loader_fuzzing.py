@@ -23,8 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from workbench.core.data import Dataset
-from workbench.core.dataset_files import load_path
+from workbench.core.data.dataset import Dataset
+from workbench.core.data.readers import load_path
 from workbench.core.errors import WorkbenchError
 
 EXAMPLES = int(os.environ.get("WORKBENCH_FUZZ_EXAMPLES", "60"))

@@ -12,9 +12,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.lrp import (LRP, LRP0, AlphaBeta, Composite, Epsilon, ZPlus, as_composite, make_rule,
+from workbench.core.importance.lrp import (LRP, LRP0, AlphaBeta, Composite, Epsilon, ZPlus, as_composite, make_rule,
                                 relevance, stabilise)
-from workbench.core.models import cifar_convnet, lenet1, lenet4, lenet5
+from workbench.core.models.architectures import cifar_convnet, lenet1, lenet4, lenet5
 
 AFFINE = (nn.Linear, nn.Conv1d, nn.Conv2d)
 BATCHNORM = (nn.BatchNorm1d, nn.BatchNorm2d)

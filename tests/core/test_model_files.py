@@ -14,9 +14,9 @@ import torch
 from torch import nn
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.jobs import JobContext
-from workbench.core.model_io import load_model, save_checkpoint
-from workbench.core.training import evaluate
+from workbench.core.execution.jobs import JobContext
+from workbench.core.models.model_io import load_model, save_checkpoint
+from workbench.core.models.training import evaluate
 
 
 class TupleNet(nn.Module):
@@ -123,7 +123,7 @@ def test_a_garbage_export_archive_is_one_line_without_torch_log(tmp_path, caplog
 
 
 def test_a_bare_state_dict_that_fits_no_architecture_or_several_says_so(tmp_path, isolated_plugins):
-    from workbench.core.models import Architecture, get_architecture, register_architecture
+    from workbench.core.models.architectures import Architecture, get_architecture, register_architecture
 
     torch.save({"w": torch.zeros(3, 3)}, tmp_path / "odd.pt")
     with pytest.raises(WorkbenchError, match="fit none of the known architectures"):
@@ -139,8 +139,8 @@ def test_a_bare_state_dict_that_fits_no_architecture_or_several_says_so(tmp_path
 def test_nan_pixels_are_blamed_on_the_input_not_the_model(digits_model, digits):
     import numpy as np
 
-    from workbench.core.data import Split
-    from workbench.core.training import predict
+    from workbench.core.data.dataset import Split
+    from workbench.core.models.training import predict
 
     images = digits.split("test").numpy(np.arange(20))
     images[7, 0, 3, 3] = np.nan  # a stored test set that slipped past the loaders' checks
@@ -151,10 +151,10 @@ def test_nan_pixels_are_blamed_on_the_input_not_the_model(digits_model, digits):
 def test_a_torchscript_model_is_said_plainly_to_work_for_outputs_not_for_layers_or_training(tmp_path, digits, digits_model):
     """Every job that reads layers or trains refuses a TorchScript model with the same statement and the
     state_dict route; those that need only outputs and input gradients work with it."""
-    from workbench.core.ablation import ablation_check
+    from workbench.core.importance.ablation import ablation_check
     from workbench.core.coverage import measure_coverage
-    from workbench.core.importance import compute_importance
-    from workbench.core.layers import layer_catalogue
+    from workbench.core.importance.neuron_importance import compute_importance
+    from workbench.core.models.layers import layer_catalogue
     from workbench.core.robustness.retraining import fine_tune
     from workbench.core.robustness.scores import score_inputs
 

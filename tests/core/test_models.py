@@ -11,9 +11,9 @@ import torch
 from torch import nn
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.layers import layer_catalogue, neuron_count
-from workbench.core.model_io import bundled_models, load_model, save_checkpoint
-from workbench.core.models import architectures, get_architecture
+from workbench.core.models.layers import layer_catalogue, neuron_count
+from workbench.core.models.model_io import bundled_models, load_model, save_checkpoint
+from workbench.core.models.architectures import architectures, get_architecture
 
 
 def n_params(module) -> int:
@@ -150,8 +150,8 @@ def test_torchscript_archive(tmp_path, digits_model, probe):
 
 
 def test_torch_export_program_loads_and_evaluates(tmp_path, digits_model, digits, probe):
-    from workbench.core.jobs import JobContext
-    from workbench.core.training import evaluate
+    from workbench.core.execution.jobs import JobContext
+    from workbench.core.models.training import evaluate
 
     batch = torch.export.Dim("batch")
     program = torch.export.export(digits_model.module.eval(), (probe[:2],), dynamic_shapes={"input": {0: batch}})
@@ -165,8 +165,8 @@ def test_torch_export_program_loads_and_evaluates(tmp_path, digits_model, digits
 
 
 def test_torch_export_with_a_fixed_batch_size_is_refused_clearly(tmp_path, digits_model, digits, probe):
-    from workbench.core.jobs import JobContext
-    from workbench.core.training import evaluate
+    from workbench.core.execution.jobs import JobContext
+    from workbench.core.models.training import evaluate
 
     torch.export.save(torch.export.export(digits_model.module.eval(), (probe[:1],)), str(tmp_path / "one.pt2"))
     m = load_model(tmp_path / "one.pt2")
@@ -334,8 +334,8 @@ def test_save_checkpoint_is_atomic(tmp_path, digits_model, monkeypatch):
 # --- bundled models ---------------------------------------------------------------------------------
 
 def test_bundled_lenet5_fashion_has_a_card_and_scores(fashion_slice):
-    from workbench.core.jobs import JobContext
-    from workbench.core.training import evaluate
+    from workbench.core.execution.jobs import JobContext
+    from workbench.core.models.training import evaluate
 
     card = next(c for c in bundled_models() if c["name"] == "lenet5-fashion")
     assert card["available"] and card["arch"] == "lenet5" and card["licence"]
@@ -357,9 +357,9 @@ def test_every_bundled_model_matches_its_card(name, fashion_slice, fresh_dataset
     card says: on the vendored slice for Fashion-MNIST models, on mnist-5k's test split for MNIST ones."""
     import importlib.util
 
-    from workbench.core.dataset_registry import load_dataset
-    from workbench.core.jobs import JobContext
-    from workbench.core.training import evaluate
+    from workbench.core.data.registry import load_dataset
+    from workbench.core.execution.jobs import JobContext
+    from workbench.core.models.training import evaluate
 
     card = next(c for c in _resource_cards() if c["name"] == name)
     for key in ("arch", "dataset", "test_accuracy", "licence", "class_names", "input_shape"):
@@ -381,9 +381,9 @@ def test_every_bundled_model_matches_its_card(name, fashion_slice, fresh_dataset
 
 @pytest.mark.needs("debian-fashion")
 def test_bundled_lenet5_fashion_matches_its_card_on_the_full_test_split(monkeypatch, fresh_dataset_cache):
-    from workbench.core.dataset_registry import load_dataset
-    from workbench.core.jobs import JobContext
-    from workbench.core.training import evaluate
+    from workbench.core.data.registry import load_dataset
+    from workbench.core.execution.jobs import JobContext
+    from workbench.core.models.training import evaluate
 
     monkeypatch.delenv("WORKBENCH_FASHION_MNIST_DIR", raising=False)
     m = load_model("lenet5-fashion")
@@ -396,9 +396,9 @@ def test_bundled_lenet5_fashion_matches_its_card_on_the_full_test_split(monkeypa
 def test_advertorch_checkpoints_load_by_path_and_score_98(name, fresh_dataset_cache):
     import sys
 
-    from workbench.core.dataset_registry import load_dataset
-    from workbench.core.jobs import JobContext
-    from workbench.core.training import evaluate
+    from workbench.core.data.registry import load_dataset
+    from workbench.core.execution.jobs import JobContext
+    from workbench.core.models.training import evaluate
 
     m = load_model(name)
     assert "site-packages" in m.info.source or "advertorch_examples" in m.info.source
@@ -412,7 +412,7 @@ def test_advertorch_checkpoints_load_by_path_and_score_98(name, fresh_dataset_ca
 
 
 def test_advertorch_absent_is_listed_with_install_line(monkeypatch):
-    from workbench.core import model_io
+    from workbench.core.models.architectures import model_io
 
     monkeypatch.setattr(model_io, "_advertorch_file", lambda name: None)
     cards = {c["name"]: c for c in bundled_models()}

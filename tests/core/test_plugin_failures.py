@@ -91,7 +91,7 @@ def load(tmp_path, monkeypatch, isolated_plugins):
 
 
 def test_a_plugin_that_fails_after_registering_leaves_nothing_registered(load):
-    from workbench.core.models import architectures
+    from workbench.core.models.architectures import architectures
 
     reports = load(half_done=HALF_DONE)
     assert not reports["half_done"].ok and "failed after registering" in reports["half_done"].error
@@ -99,7 +99,7 @@ def test_a_plugin_that_fails_after_registering_leaves_nothing_registered(load):
 
 
 def test_a_built_in_name_is_protected_unless_the_plugin_overrides_it(load):
-    from workbench.core.models import get_architecture
+    from workbench.core.models.architectures import get_architecture
 
     reports = load(shadows=SHADOWS, overrides=OVERRIDES)
     assert not reports["shadows"].ok and "exists already" in reports["shadows"].error
@@ -127,8 +127,8 @@ def test_the_cli_json_output_stays_json_with_a_printing_plugin(tmp_path, monkeyp
 
 
 def test_broken_builders_and_loaders_are_errors_in_words(load, fresh_dataset_cache):
-    from workbench.core.dataset_registry import dataset_status, load_dataset
-    from workbench.core.models import get_architecture
+    from workbench.core.data.registry import dataset_status, load_dataset
+    from workbench.core.models.architectures import get_architecture
 
     assert load(broken=BROKEN_CALLABLES)["broken"].ok
     with pytest.raises(WorkbenchError, match="build.*returned NoneType"):
@@ -149,7 +149,7 @@ def test_a_custom_base_exception_at_import_is_reported(load):
 
 
 def test_a_plugin_that_hangs_at_import_is_skipped_after_the_time_limit(load, monkeypatch, isolated_plugins):
-    from workbench.core.models import architectures
+    from workbench.core.models.architectures import architectures
 
     register = isolated_plugins._register
 

@@ -15,7 +15,7 @@ def build(num_classes=10):
     return nn.Sequential(nn.Flatten(), nn.Linear(64, num_classes))
 
 def tiny():
-    from workbench.core.data import Dataset, DatasetCard, Split
+    from workbench.core.data.dataset import Dataset, DatasetCard, Split
     x = np.zeros((4, 1, 8, 8), np.uint8)
     return Dataset("plug-data", ["a", "b"], {"test": Split(x, np.array([0, 1, 0, 1]))},
                    DatasetCard("tiny", "a plugin", "MIT"))
@@ -73,10 +73,10 @@ def test_folder_plugins_load_and_broken_ones_are_reported(plugin_folder):
 
 def test_plugin_additions_are_usable(plugin_folder, fresh_dataset_cache):
     from workbench.core import plugins
-    from workbench.core.dataset_registry import dataset_status, load_dataset
-    from workbench.core.jobs import JobContext
-    from workbench.core.models import get_architecture
-    from workbench.core.training import train
+    from workbench.core.data.registry import dataset_status, load_dataset
+    from workbench.core.execution.jobs import JobContext
+    from workbench.core.models.architectures import get_architecture
+    from workbench.core.models.training import train
 
     plugins.load_plugins(force=True)
     assert get_architecture("plug-net").input_shape == (1, 8, 8)
@@ -120,8 +120,8 @@ def test_plugin_path_may_list_several_folders(tmp_path, monkeypatch, isolated_pl
 
 def test_a_dataset_built_from_another_registered_dataset_loads(monkeypatch):
     """A plugin's loader may call load_dataset itself (the example plugin does): no deadlock."""
-    from workbench.core import dataset_registry
-    from workbench.core.data import Dataset
+    from workbench.core.data import registry as dataset_registry
+    from workbench.core.data.dataset import Dataset
 
     def derived() -> Dataset:
         digits = dataset_registry.load_dataset("digits")

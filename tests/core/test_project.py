@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workbench.core import store
+from workbench.core.project.folder import store
 from workbench.core.errors import WorkbenchError
-from workbench.core.project import PROJECT_FORMAT, PROJECT_VERSION, Project
-from workbench.core.store import read_artifact, write_artifact, write_json
+from workbench.core.project.folder import PROJECT_FORMAT, PROJECT_VERSION, Project
+from workbench.core.project.store import read_artifact, write_artifact, write_json
 
 
 def _files(folder: Path) -> set[str]:
@@ -255,7 +255,7 @@ def test_files_and_folders_written_atomically_follow_the_umask(tmp_path):
     """A temporary file or folder is private while written; what it becomes has the usual permissions."""
     import stat
 
-    from workbench.core.store import atomic_folder, atomic_path, process_umask
+    from workbench.core.project.store import atomic_folder, atomic_path, process_umask
 
     with atomic_path(tmp_path / "a.json") as tmp:
         tmp.write_text("{}")

@@ -18,14 +18,14 @@ import numpy as np
 import pytest
 
 from workbench.core.errors import Cancelled, WorkbenchError
-from workbench.core.jobs import JobContext
-from workbench.core.project import STALE_TEMP_S, Project
-from workbench.core.staging import StagedProject, run_staged
+from workbench.core.execution.jobs import JobContext
+from workbench.core.project.folder import STALE_TEMP_S, Project
+from workbench.core.project.staging import StagedProject, run_staged
 
 WRITER = textwrap.dedent("""
     import sys
     import numpy as np
-    from workbench.core.project import Project
+    from workbench.core.project.folder import Project
 
     folder, who, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
     for i in range(count):

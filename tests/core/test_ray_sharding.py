@@ -19,12 +19,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workbench.core import sharding
+from workbench.core.execution import sharding
 from workbench.core.coverage import measure_coverage
 from workbench.core.errors import Cancelled, WorkbenchError
-from workbench.core.jobs import JobContext
-from workbench.core.shard_plan import ShardFailed, ShardPlan
-from workbench.core.sharding import Distribution, executor_for
+from workbench.core.execution.jobs import JobContext
+from workbench.core.execution.shard_plan import ShardFailed, ShardPlan
+from workbench.core.execution.sharding import Distribution, executor_for
 
 ray = pytest.importorskip("ray", reason="Ray is the distributed extra: pip install '.[distributed]'")
 
@@ -69,7 +69,7 @@ def test_coverage_on_ray_is_the_coverage_of_one_pass(cluster, lenet5_fashion, fa
 
 
 def test_relevance_on_ray(cluster, lenet5_fashion, fashion_slice):
-    from workbench.core.importance import compute_importance
+    from workbench.core.importance.neuron_importance import compute_importance
 
     whole = compute_importance(job(), lenet5_fashion, fashion_slice, "fc2")
     on_ray = compute_importance(job(RAY), lenet5_fashion, fashion_slice, "fc2")
@@ -239,7 +239,7 @@ def test_what_cannot_be_sent_to_the_cluster_is_refused_clearly(cluster, lenet5_f
 def test_an_address_nothing_answers_at_is_refused_within_seconds(cluster, address):
     """Refused by the workbench's own check, a connection with a time limit of seconds, before Ray is asked
     (Ray would retry for minutes)."""
-    from workbench.core import ray_cluster
+    from workbench.core.execution import ray_cluster
 
     with pytest.raises(WorkbenchError) as raised:
         ray_cluster.RayShards(address)

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from workbench.core.errors import Cancelled, WorkbenchError
-from workbench.core.jobs import JobContext
+from workbench.core.execution.jobs import JobContext
 from workbench.core.robustness import attacks as A
 from workbench.core.robustness.scores import fol_linf, input_gradients
 

@@ -11,9 +11,9 @@ import torch
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-from workbench.core.data import Split
+from workbench.core.data.dataset import Split
 from workbench.core.errors import Cancelled, WorkbenchError
-from workbench.core.jobs import JobContext
+from workbench.core.execution.jobs import JobContext
 from workbench.core.robustness import fuzzing as F
 from workbench.core.robustness.scores import fol_linf, grad_l2, input_gradients
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.jobs import JobContext
+from workbench.core.execution.jobs import JobContext
 from workbench.core.robustness import attacks as A
 from workbench.core.robustness import pool as P
 from workbench.core.robustness import reports as R

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from workbench.core.errors import Cancelled, WorkbenchError
-from workbench.core.jobs import JobContext
+from workbench.core.execution.jobs import JobContext
 from workbench.core.robustness import scores as S
 
 

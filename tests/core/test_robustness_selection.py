@@ -265,8 +265,8 @@ def test_coverage_greedy_edge_cases():
 def test_neuron_coverage_items_follow_the_nc_definition(digits):
     import torch
 
-    from workbench.core.jobs import JobContext
-    from workbench.core.models import lenet_for_digits
+    from workbench.core.execution.jobs import JobContext
+    from workbench.core.models.architectures import lenet_for_digits
 
     torch.manual_seed(0)
     model = lenet_for_digits().eval()

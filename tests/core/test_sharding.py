@@ -1,4 +1,4 @@
-"""Jobs as shards (`core.sharding`): every sharded job gives the result of one pass.
+"""Jobs as shards (`core.execution.sharding`): every sharded job gives the result of one pass.
 
 Shards run here (`LocalShards`) give bit-identical results wherever the computation is the same, batch
 for batch: coverage states, pools, searches. Sums added in another order (relevance totals, the
@@ -14,9 +14,9 @@ import pytest
 from workbench.core.coverage import measure_coverage
 from workbench.core.coverage.protocol import CoverageValue, Criterion
 from workbench.core.errors import Cancelled, WorkbenchError
-from workbench.core.jobs import JobContext
-from workbench.core.shard_plan import ShardPlan, split_list, split_range
-from workbench.core.sharding import Distribution, LocalShards, shard_count
+from workbench.core.execution.jobs import JobContext
+from workbench.core.execution.shard_plan import ShardPlan, split_list, split_range
+from workbench.core.execution.sharding import Distribution, LocalShards, shard_count
 
 SHARDED = Distribution(shards=3)
 CRITERIA = ("idc", "nc", "kmnc", "nbc", "snac", "tknc", "tknp", "lsa", "dsa", "mdsa")
@@ -227,7 +227,7 @@ def test_the_example_plugin_criterion_merges(lenet5_fashion, fashion_slice):
 # --- importance, attacks, the latent search, the experiment grid ------------------------------------------
 
 def test_relevance_in_shards_sums_to_the_relevance_of_one_pass(lenet5_fashion, fashion_slice):
-    from workbench.core.importance import compute_importance
+    from workbench.core.importance.neuron_importance import compute_importance
 
     whole = compute_importance(job(), lenet5_fashion, fashion_slice, "fc2", per_class=True)
     partials = []

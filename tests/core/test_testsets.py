@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.jobs import JobContext
-from workbench.core.project import Project
+from workbench.core.execution.jobs import JobContext
+from workbench.core.project.folder import Project
 from workbench.core.robustness.fuzzing import FuzzResult
 from workbench.core.robustness.pool import CandidatePool, build_pool, save_pool
 from workbench.core.testsets import TestSet, content_ids, list_testsets, resolve, save_subset
@@ -124,7 +124,7 @@ def test_a_dataset_without_a_test_split_stands_in_with_its_split_and_a_note(digi
     np.savez(path, x_train=train.numpy(np.arange(9))[:, 0], y_train=train.labels[:9])
     note = (f"test set '{path}' has no test split, so its train split (9 inputs, the only one it has) is used; "
             f"name it as {path}:train to choose the split yourself")
-    from workbench.core.dataset_registry import load_dataset
+    from workbench.core.data.registry import load_dataset
 
     for dataset in (digits, None, load_dataset(str(path))):  # a file beside --data, on its own, or --data itself
         found = resolve(None, str(path), dataset)

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from workbench.core.errors import Cancelled, WorkbenchError
-from workbench.core.jobs import JobContext, device_description, resolve_device
-from workbench.core.model_io import LoadedModel, ModelInfo
-from workbench.core.models import get_architecture
-from workbench.core.training import check_compatible, evaluate, train
+from workbench.core.execution.jobs import JobContext, device_description, resolve_device
+from workbench.core.models.model_io import LoadedModel, ModelInfo
+from workbench.core.models.architectures import get_architecture
+from workbench.core.models.training import check_compatible, evaluate, train
 
 
 # --- evaluation against a brute-force loop ------------------------------------------------------------
@@ -45,7 +45,7 @@ def test_evaluate_matches_brute_force(digits_model, digits):
 
 
 def test_per_class_accuracy_of_an_absent_class_is_none(digits_model, digits):
-    from workbench.core.data import Dataset, DatasetCard
+    from workbench.core.data.dataset import Dataset, DatasetCard
 
     test = digits.split("test")
     keep = np.flatnonzero(test.labels != 3)
@@ -246,7 +246,7 @@ def test_nan_for_some_images_only(digits_model, digits):
 
 
 def test_empty_split_is_refused(digits_model, digits):
-    from workbench.core.data import Dataset, DatasetCard
+    from workbench.core.data.dataset import Dataset, DatasetCard
 
     ds = Dataset("half", digits.class_names, {"train": digits.split("train"), "test": digits.split("test").subset([])},
                  DatasetCard("t", "s", "l"))

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workbench.core.dataset_files import load_path
+from workbench.core.data.readers import load_path
 from workbench.core.errors import WorkbenchError
 
 IMAGES, LABELS = "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"

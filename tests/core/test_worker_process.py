@@ -15,9 +15,9 @@ import pytest
 import worker_jobs
 
 from workbench.core.errors import Cancelled, WorkbenchError
-from workbench.core.jobs import InlineExecutor, JobContext
-from workbench.core.project import Project
-from workbench.core.worker_process import IN_THREAD, IN_WORKER, ProcessExecutor, starting_worker
+from workbench.core.execution.jobs import InlineExecutor, JobContext
+from workbench.core.project.folder import Project
+from workbench.core.execution.worker_process import IN_THREAD, IN_WORKER, ProcessExecutor, starting_worker
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +159,7 @@ def test_saves_are_committed_by_the_child_and_seen_by_the_caller(worker, tmp_pat
 
 
 def test_relevance_in_the_worker_equals_relevance_on_the_thread(worker, digits, digits_model, tmp_path):
-    from workbench.core.importance import compute_importance
+    from workbench.core.importance.neuron_importance import compute_importance
 
     args = (digits_model, digits, "fc1")
     inline = InlineExecutor().run(_context(), compute_importance, args, {"batch_size": 128, "split": "train"})
@@ -224,8 +224,8 @@ def test_closing_does_not_wait_for_a_job_that_will_not_end(tmp_path):
 UNGUARDED_SCRIPT = '''
 import json
 
-from workbench.core.jobs import JobContext
-from workbench.core.worker_process import ProcessExecutor
+from workbench.core.execution.jobs import JobContext
+from workbench.core.execution.worker_process import ProcessExecutor
 
 
 def square(ctx, x):

@@ -22,7 +22,7 @@ SETTLE_TIMEOUT_MS = 60_000
 def fashion_slice_as_fashion_mnist():
     """`fashion-mnist` means the slice in every GUI test module, and only there (the registry caches
     datasets by name, so the cached entry is swapped in and out too)."""
-    from workbench.core import dataset_registry
+    from workbench.core.data import registry as dataset_registry
 
     previous = os.environ.get("WORKBENCH_FASHION_MNIST_DIR")
     os.environ["WORKBENCH_FASHION_MNIST_DIR"] = str(SLICE_DIR)
@@ -41,7 +41,7 @@ def fashion_slice_as_fashion_mnist():
 def app_settings_dir(tmp_path_factory, monkeypatch) -> Path:
     """The application's own settings (the recent projects) go to a fresh folder in every test, never
     to the user's; subprocesses the test starts inherit it."""
-    from workbench.gui.app_settings import SETTINGS_DIR_ENV
+    from workbench.gui.session.app_settings import SETTINGS_DIR_ENV
 
     folder = tmp_path_factory.mktemp("app-settings")
     monkeypatch.setenv(SETTINGS_DIR_ENV, str(folder))
@@ -68,7 +68,7 @@ def demo_dir(tmp_path, monkeypatch) -> Path:
 @pytest.fixture
 def error_dialogs(monkeypatch) -> list:
     """Error dialogs are recorded here instead of being shown."""
-    from workbench.gui.errors import ErrorDialog
+    from workbench.gui.widgets.error_dialog import ErrorDialog
 
     shown = []
     monkeypatch.setattr(ErrorDialog, "open", lambda self: shown.append(self))
@@ -83,8 +83,8 @@ def open_window(qtbot, demo_dir, error_dialogs):
     Every window is closed at the end, and its job pool must then be empty: closing the window
     is what has to stop every job.
     """
-    from workbench.gui.demo import open_demo_project
-    from workbench.gui.main_window import MainWindow, is_alive
+    from workbench.gui.shell.demo import open_demo_project
+    from workbench.gui.shell.main_window import MainWindow, is_alive
 
     windows = []
 
@@ -130,7 +130,7 @@ def coverage_starts_by_itself(monkeypatch):
     measurement neither depends on how busy the machine is nor pays for the trial (the offer of long
     work has tests of its own, which put the real estimate back)."""
     from workbench.core.coverage.estimate import CoverageWork
-    from workbench.gui import coverage_runs
+    from workbench.gui.session import coverage_runs
 
     def everything_quick(ctx, model, dataset, sets, layer, groups, m, *args, **kwargs):
         return CoverageWork([tuple(name for group in groups for name in group) for _ in sets], 0.0)

@@ -16,8 +16,8 @@ def wait_for(ctx, flag: str) -> str:
 
 def sum_of_range(ctx, n: int) -> int:
     """The sum of 0 … n − 1: as shards when the job's distribution asks for them, else in one pass."""
-    from workbench.core.shard_plan import range_plan
-    from workbench.core.sharding import input_ranges, run_plan, sharding
+    from workbench.core.execution.shard_plan import range_plan
+    from workbench.core.execution.sharding import input_ranges, run_plan, sharding
 
     if not sharding(ctx):
         return sum_in_one_pass(ctx, n)

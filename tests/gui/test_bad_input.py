@@ -11,7 +11,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialogButtonBox
 
-from workbench.core.dataset_registry import FASHION_CLASSES
+from workbench.core.data.registry import FASHION_CLASSES
 from workbench.core.errors import WorkbenchError
 
 pytestmark = pytest.mark.gui
@@ -59,7 +59,7 @@ def test_corrupt_model_file_shows_the_error_dialog(qtbot, settled_window, error_
 def test_pickle_only_model_needs_the_trust_box(qtbot, settled_window, error_dialogs, tmp_path):
     import torch
 
-    from workbench.core.models import lenet5
+    from workbench.core.models.architectures import lenet5
 
     path = tmp_path / "pickled.pt"
     torch.save(lenet5(), path)  # the whole module, pickled: not loadable with weights_only
@@ -107,8 +107,8 @@ def test_model_that_does_not_fit_the_dataset(qtbot, settled_window, error_dialog
 def test_model_returning_nan_is_reported(qtbot, settled_window, error_dialogs, tmp_path):
     import torch
 
-    from workbench.core.model_io import save_checkpoint
-    from workbench.core.models import lenet5
+    from workbench.core.models.model_io import save_checkpoint
+    from workbench.core.models.architectures import lenet5
 
     module = lenet5()
     with torch.no_grad():
@@ -170,8 +170,8 @@ def test_broken_plugin_is_reported_and_the_app_starts(qtbot, open_window, settle
 
 def test_read_only_project_opens_and_saves_nothing(qtbot, open_window, settle, error_dialogs, demo_dir,
                                                    monkeypatch):
-    from workbench.core.project import Project
-    from workbench.gui.demo import open_demo_project
+    from workbench.core.project.folder import Project
+    from workbench.gui.shell.demo import open_demo_project
 
     open_demo_project()  # create it while it is writable
     real_access = os.access
@@ -193,7 +193,7 @@ def test_read_only_project_opens_and_saves_nothing(qtbot, open_window, settle, e
 
 
 def test_damaged_results_are_listed_and_the_rest_opens(qtbot, open_window, settle, demo_dir):
-    from workbench.core.project import Project
+    from workbench.core.project.folder import Project
 
     first = open_window()
     settle(first)
@@ -212,7 +212,7 @@ def test_damaged_results_are_listed_and_the_rest_opens(qtbot, open_window, settl
 
 
 def test_damaged_project_file_falls_back_to_the_demo(qtbot, demo_dir, tmp_path):
-    from workbench.gui.app import open_start_project
+    from workbench.gui.shell.app import open_start_project
 
     folder = tmp_path / "broken-project"
     folder.mkdir()
@@ -226,7 +226,7 @@ def test_damaged_project_file_falls_back_to_the_demo(qtbot, demo_dir, tmp_path):
 def test_unexpected_exceptions_in_slots_reach_the_dialog(qtbot, error_dialogs):
     import sys
 
-    from workbench.gui.errors import install_excepthook
+    from workbench.gui.widgets.error_dialog import install_excepthook
 
     restore = install_excepthook(lambda: None)
     try:
@@ -264,7 +264,7 @@ def test_torchvision_dataset_missing_from_the_cache_offline(qtbot, settled_windo
 def test_a_state_dict_opens_with_its_architecture_inferred(qtbot, settled_window, error_dialogs, tmp_path):
     import torch
 
-    from workbench.core.models import lenet5
+    from workbench.core.models.architectures import lenet5
 
     path = tmp_path / "weights.pt"
     torch.save(lenet5().state_dict(), path)  # bare weights: names and shapes fit lenet5 alone

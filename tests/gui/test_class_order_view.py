@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
-from workbench.core.class_names import FASHION_CLASSES
+from workbench.core.data.class_names import FASHION_CLASSES
 
 pytestmark = pytest.mark.gui
 
@@ -32,7 +32,7 @@ def clothes_folder(root, slice_dir, count: int = 300):
 
 def test_the_views_show_the_numbering_and_warn_of_another_order(qtbot, open_window, settle, tmp_path,
                                                                  fashion_slice_as_fashion_mnist):
-    from workbench.core.project import Project
+    from workbench.core.project.folder import Project
 
     data = clothes_folder(tmp_path / "clothes", fashion_slice_as_fashion_mnist)
     window = open_window(Project.create(tmp_path / "project", str(data), ["lenet5-fashion"]))

@@ -10,7 +10,7 @@ from PySide6.QtCore import Qt
 
 from workbench.core.comparison.compare import compare_testsets
 from workbench.core.comparison.report import figure_text
-from workbench.core.jobs import JobContext
+from workbench.core.execution.jobs import JobContext
 from workbench.core.testsets import resolve, save_testset
 
 pytestmark = pytest.mark.gui

@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt
 
 from workbench.core.coverage import estimate
 from workbench.core.coverage.estimate import CoverageWork
-from workbench.gui import coverage_runs
+from workbench.gui.session import coverage_runs
 
 pytestmark = pytest.mark.gui
 

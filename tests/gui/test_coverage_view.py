@@ -12,7 +12,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QImage
 
-from workbench.gui.colors import BOTH_SETS, UNCOVERED
+from workbench.gui.plotting.colors import BOTH_SETS, UNCOVERED
 
 pytestmark = pytest.mark.gui
 
@@ -48,8 +48,8 @@ def rgba(color: QColor) -> tuple[int, int, int, int]:
 
 def fc2_values(window, split: str) -> np.ndarray:
     """fc2's neuron values for a whole split, captured independently of the view."""
-    from workbench.core.activations import NeuronDefinition, collect_activations
-    from workbench.core.jobs import JobContext
+    from workbench.core.models.activations import NeuronDefinition, collect_activations
+    from workbench.core.execution.jobs import JobContext
 
     model = window.session.models[MODEL].model
     data = window.session.datasets[DATASET]
@@ -401,8 +401,8 @@ def test_export_writes_png_and_csv(qtbot, coverage_window, tmp_path, monkeypatch
 
 
 def test_run_gui_screenshot_of_the_coverage_view(qtbot, demo_dir, tmp_path, error_dialogs):
-    from workbench.core.project import Project
-    from workbench.gui.app import run_gui
+    from workbench.core.project.folder import Project
+    from workbench.gui.shell.app import run_gui
 
     path = tmp_path / "coverage.png"
     assert run_gui(view="coverage", screenshot=str(path)) == 0

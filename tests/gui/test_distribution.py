@@ -8,8 +8,8 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialogButtonBox
 
-from workbench.core import sharding
-from workbench.core.sharding import Distribution
+from workbench.core.execution import sharding
+from workbench.core.execution.sharding import Distribution
 
 pytestmark = pytest.mark.gui
 ray = pytest.importorskip("ray", reason="Ray is the distributed extra: pip install '.[distributed]'")
@@ -24,9 +24,9 @@ def ray_afterwards():
 
 def test_choosing_ray_runs_the_coverage_shards_there(qtbot, settled_window, ray_afterwards):
     from workbench.core.coverage import measure_coverage
-    from workbench.core.jobs import JobContext
-    from workbench.gui.app_settings import stored_distribution
-    from workbench.gui.distribution_dialog import DistributionDialog
+    from workbench.core.execution.jobs import JobContext
+    from workbench.gui.session.app_settings import stored_distribution
+    from workbench.gui.shell.distribution_dialog import DistributionDialog
 
     window = settled_window
     window.action_map["run_long_jobs_on"].trigger()

@@ -11,7 +11,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from workbench.core.generation.generated import generate_from_folders
-from workbench.core.jobs import JobContext
+from workbench.core.execution.jobs import JobContext
 from workbench.core.testsets import resolve
 
 pytestmark = pytest.mark.gui

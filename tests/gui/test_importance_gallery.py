@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
-from workbench.core.data import Split
+from workbench.core.data.dataset import Split
 
 pytestmark = pytest.mark.gui
 
@@ -84,11 +84,11 @@ def test_a_click_shows_the_kept_inputs_without_a_pass_over_the_training_split(qt
 
 
 def test_a_result_stored_before_inputs_were_kept_still_yields_a_gallery(qtbot, open_window, settle, batch_passes):
-    from workbench.core.dataset_registry import load_dataset
-    from workbench.core.importance import compute_importance
-    from workbench.core.jobs import JobContext
-    from workbench.core.model_io import load_model
-    from workbench.gui.demo import open_demo_project
+    from workbench.core.data.registry import load_dataset
+    from workbench.core.importance.neuron_importance import compute_importance
+    from workbench.core.execution.jobs import JobContext
+    from workbench.core.models.model_io import load_model
+    from workbench.gui.shell.demo import open_demo_project
 
     project, notices = open_demo_project()
     old = compute_importance(JobContext("cpu"), load_model("lenet5-fashion"), load_dataset("fashion-mnist"), LAYER,

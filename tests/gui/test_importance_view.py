@@ -11,7 +11,7 @@ import pytest
 from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QColor, QImage
 
-from workbench.gui.jobs import CANCELLED
+from workbench.gui.session.jobs import CANCELLED
 
 pytestmark = pytest.mark.gui
 
@@ -326,7 +326,7 @@ def test_bars_and_heatmap_widgets_start_empty_and_mark_what_they_are_given(qtbot
 
 
 def test_selection_clears_what_no_longer_applies(qapp):
-    from workbench.gui.selection import Selection
+    from workbench.gui.session.selection import Selection
 
     selection = Selection()
     seen = []
@@ -347,7 +347,7 @@ def test_selection_clears_what_no_longer_applies(qapp):
 
 
 def test_run_gui_screenshot_of_the_importance_view(qtbot, demo_dir, tmp_path, error_dialogs):
-    from workbench.gui.app import run_gui
+    from workbench.gui.shell.app import run_gui
 
     path = tmp_path / "importance.png"
     assert run_gui(view="importance", screenshot=str(path)) == 0
@@ -359,7 +359,7 @@ def test_run_gui_screenshot_of_the_importance_view(qtbot, demo_dir, tmp_path, er
     assert reds > 50 and blues > 5  # the diverging heatmap is drawn
     greys = sum(1 for c in pixels if c.red() == c.green() == c.blue() and 60 < c.red() < 235)
     assert greys > 300  # thumbnails and the inspected image
-    from workbench.core.project import Project
+    from workbench.core.project.folder import Project
 
     project = Project.open(demo_dir)
     assert project.find_artifact("importance", layer=LAYER) is not None

@@ -14,7 +14,7 @@ from gui_helpers import flush_events
 from PySide6.QtCore import Qt
 
 from workbench.core.errors import WorkbenchError
-from workbench.gui.jobs import CANCELLED, DONE, FAILED, JobRunner
+from workbench.gui.session.jobs import CANCELLED, DONE, FAILED, JobRunner
 
 pytestmark = pytest.mark.gui
 
@@ -73,8 +73,8 @@ def test_cancel_stops_a_job_and_nothing_is_written(qtbot, runner, tmp_path):
 
 
 def test_cancelled_training_writes_no_checkpoint(qtbot, runner, tmp_path):
-    from workbench.core.dataset_registry import load_dataset
-    from workbench.core.training import train_and_save
+    from workbench.core.data.registry import load_dataset
+    from workbench.core.models.training import train_and_save
 
     dataset = load_dataset("fashion-mnist")
     out = tmp_path / "models" / "never.pt"
@@ -167,14 +167,14 @@ def test_a_jobs_notices_reach_its_record_the_runner_and_the_jobs_panel(qtbot, ru
     assert item.text(4) == "done; Second." and texts[0] in item.toolTip(4)
 
 
-@pytest.mark.parametrize("long_jobs", ["thread", "process"])  # gui.jobs.THREAD, PROCESS
+@pytest.mark.parametrize("long_jobs", ["thread", "process"])  # gui.session.jobs.THREAD, PROCESS
 def test_only_a_job_whose_work_runs_as_shards_is_shown_with_them(qtbot, qapp, long_jobs):
     """With shards chosen for long jobs, the jobs panel names them beside the device of a job that did
     shard (on a lane's thread or in its worker process), and not beside one that ran in one pass."""
     import lane_jobs
 
-    from workbench.core.sharding import Distribution
-    from workbench.gui.jobs import LONG
+    from workbench.core.execution.sharding import Distribution
+    from workbench.gui.session.jobs import LONG
     from workbench.gui.widgets.jobs_panel import JobsPanel
 
     runner = JobRunner(long_jobs=long_jobs)
@@ -211,7 +211,7 @@ def test_garbage_is_collected_on_the_ui_thread_only(qtbot, qapp):
 
     threads = set()
     record = lambda phase, info: phase == "start" and threads.add(threading.get_ident())  # noqa: E731
-    from workbench.gui import ui_gc
+    from workbench.gui.session import ui_gc
 
     runner = JobRunner()
     gc.callbacks.append(record)

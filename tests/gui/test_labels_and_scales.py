@@ -18,10 +18,10 @@ from gui_helpers import flush_events
 from PySide6.QtCore import QRectF
 from PySide6.QtGui import QColor, QFontMetrics, QImage
 
-from workbench.core.class_names import FASHION_CLASSES
-from workbench.core.data import Split
-from workbench.core.gallery import InputExplanation
-from workbench.gui.plot_style import text_lines
+from workbench.core.data.class_names import FASHION_CLASSES
+from workbench.core.data.dataset import Split
+from workbench.core.importance.gallery import InputExplanation
+from workbench.gui.plotting.plot_style import text_lines
 from workbench.gui.views.importance_view import NORMALISED_UNITS, RAW_UNITS
 from workbench.gui.widgets.coverage_matrix import CoverageMatrix
 from workbench.gui.widgets.empty_state import EmptyState

@@ -11,7 +11,7 @@ from gui_helpers import flush_events
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QImage
 
-from workbench.gui.jobs import CANCELLED, RUNNING
+from workbench.gui.session.jobs import CANCELLED, RUNNING
 
 pytestmark = pytest.mark.gui
 
@@ -114,7 +114,7 @@ def test_stored_evaluation_is_reused_when_the_project_opens_again(qtbot, open_wi
     first = open_window()
     settle(first)
     first.close()
-    from workbench.gui.demo import open_demo_project
+    from workbench.gui.shell.demo import open_demo_project
 
     project, _ = open_demo_project()
     second = open_window(project)
@@ -193,7 +193,7 @@ def test_closing_the_window_during_training_stops_it_and_leaves_nothing(qtbot, o
 def test_cancel_from_the_jobs_panel_stops_the_evaluation(qtbot, settled_window, monkeypatch):
     """The click cancels the running evaluation, which stores nothing (that an evaluation stops within a
     batch: tests/core/test_training.py; how soon a cancel ends a job: benchmarks/bench_cancel_latency.py)."""
-    from workbench.core import evaluation
+    from workbench.core.models.architectures import evaluation
 
     evaluate_stored = evaluation.evaluate_stored
 
@@ -248,14 +248,14 @@ def test_layout_and_selection_are_saved_in_the_project(qtbot, open_window, settl
     window.close()
     gui = window.session.project.settings["gui"]
     assert gui["layout"]["view"] == "training" and gui["selection"]["split"] == "train"
-    from workbench.core.project import Project
+    from workbench.core.project.folder import Project
 
     again = open_window(Project.open(window.session.project.folder))
     assert again.current_view() == "training" and again.selection.split == "train"
 
 
 def test_run_gui_screenshot_writes_a_png_with_real_data(qtbot, demo_dir, tmp_path, error_dialogs):
-    from workbench.gui.app import run_gui
+    from workbench.gui.shell.app import run_gui
 
     path = tmp_path / "shot.png"
     assert run_gui(view="model", screenshot=str(path)) == 0
@@ -271,7 +271,7 @@ def test_run_gui_screenshot_writes_a_png_with_real_data(qtbot, demo_dir, tmp_pat
 
 
 def test_unknown_view_is_refused(capsys):
-    from workbench.gui.app import run_gui
+    from workbench.gui.shell.app import run_gui
 
     assert run_gui(view="nonsense", screenshot="unused.png") == 2
     assert "unknown view" in capsys.readouterr().err
@@ -286,8 +286,8 @@ def test_window_shows_before_torch_is_imported(tmp_path):
     script = (
         "import sys, time\n"
         "t0 = time.perf_counter()\n"
-        "from workbench.gui.app import application, open_start_project\n"
-        "from workbench.gui.main_window import MainWindow\n"
+        "from workbench.gui.shell.app import application, open_start_project\n"
+        "from workbench.gui.shell.main_window import MainWindow\n"
         "app = application()\n"
         "project, notices, _ = open_start_project(None)\n"
         "torch_before = 'torch' in sys.modules\n"
@@ -311,7 +311,7 @@ def test_the_ui_thread_stays_responsive_while_a_model_trains(qtbot, settled_wind
 
     from PySide6.QtCore import QTimer
 
-    from workbench.gui.jobs import UI_SWITCH_INTERVAL_S
+    from workbench.gui.session.jobs import UI_SWITCH_INTERVAL_S
 
     window = settled_window
     assert sys.getswitchinterval() <= UI_SWITCH_INTERVAL_S
@@ -334,8 +334,8 @@ def test_the_ui_thread_stays_responsive_while_a_model_trains(qtbot, settled_wind
 
 
 def test_demo_falls_back_and_says_how_to_install_fashion_mnist(qtbot, open_window, settle, tmp_path, monkeypatch):
-    from workbench.core.dataset_registry import dataset_status
-    from workbench.gui.demo import open_demo_project
+    from workbench.core.data.registry import dataset_status
+    from workbench.gui.shell.demo import open_demo_project
 
     monkeypatch.setenv("WORKBENCH_FASHION_MNIST_DIR", str(tmp_path / "nowhere"))
     available = {s["name"] for s in dataset_status() if s["available"]}
@@ -368,7 +368,7 @@ def test_views_export_what_they_show(qtbot, settled_window, tmp_path):
 
 
 def test_opening_another_project_replaces_the_window(qtbot, settled_window, tmp_path, error_dialogs):
-    from workbench.core.project import Project
+    from workbench.core.project.folder import Project
 
     folder = tmp_path / "other"
     Project.create(folder, "digits", [])
@@ -414,7 +414,7 @@ def test_what_jobs_would_import_on_their_threads_is_imported_behind_the_splash(t
     script = """
 import sys
 from PySide6.QtWidgets import QApplication
-from workbench.gui.app import START_UP_IMPORTS, load_before_showing
+from workbench.gui.shell.app import START_UP_IMPORTS, load_before_showing
 load_before_showing(QApplication([]))
 assert all(name in sys.modules for name in START_UP_IMPORTS), [n for n in START_UP_IMPORTS if n not in sys.modules]
 imported = []

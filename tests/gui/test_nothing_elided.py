@@ -14,8 +14,8 @@ from PySide6 import QtGui
 from PySide6.QtGui import QFontMetrics, QTextDocument
 from PySide6.QtWidgets import QAbstractButton, QAbstractItemView, QLabel, QStyle, QWidget
 
-from workbench.gui import coverage_runs
-from workbench.gui.main_window import DEFAULT_SIZE, VIEW_TITLES
+from workbench.gui.session import coverage_runs
+from workbench.gui.shell.main_window import DEFAULT_SIZE, VIEW_TITLES
 from workbench.gui.views import robustness_view
 
 pytestmark = pytest.mark.gui

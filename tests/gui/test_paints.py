@@ -16,9 +16,9 @@ from gui_helpers import flush_events
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from workbench.core.class_names import FASHION_CLASSES
-from workbench.core.data import Split
-from workbench.gui.staged_paint import StagedPaint
+from workbench.core.data.class_names import FASHION_CLASSES
+from workbench.core.data.dataset import Split
+from workbench.gui.plotting.staged_paint import StagedPaint
 from workbench.gui.widgets.neuron_bars import NeuronBars
 from workbench.gui.widgets.relevance_heatmap import RelevanceHeatmap
 from workbench.gui.widgets.thumbnail_grid import BLOCK_ROWS, ThumbnailModel, to_qimage
@@ -173,7 +173,7 @@ def test_grid_lines_are_opaque_and_behind_the_data(qtbot):
     import pyqtgraph as pg
     from PySide6.QtGui import QColor
 
-    from workbench.gui.plot_style import mixed, show_grid
+    from workbench.gui.plotting.plot_style import mixed, show_grid
 
     widget = pg.PlotWidget()
     widget.resize(400, 300)
@@ -259,7 +259,7 @@ def test_the_growth_plot_keeps_its_axes_while_sets_are_measured(qtbot, monkeypat
 def test_new_thumbnail_cells_are_drawn_a_budget_per_frame_and_at_once_outside_frames(qtbot, monkeypatch):
     """With no time to spare, each frame of the window draws one new cell and the next frames draw
     the rest. A grab, which is not a frame, draws every cell at once."""
-    from workbench.gui.frame_paint import window_event
+    from workbench.gui.plotting.frame_paint import window_event
     from workbench.gui.widgets import thumbnail_grid
     from workbench.gui.widgets.thumbnail_grid import ThumbnailGrid
 

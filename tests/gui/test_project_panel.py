@@ -29,7 +29,7 @@ LAYERS = ["conv1", "pool1", "conv2", "pool2", "fc1", "fc2", "fc3"]
 def make_project(folder, tmp_path):
     """A project with the demo's dataset and model, an own dataset from a file, and results of five
     kinds written as the jobs write them (index entries with their provenance, small arrays)."""
-    from workbench.core.project import Project
+    from workbench.core.project.folder import Project
     from workbench.core.testsets import save_testset
 
     project = Project.create(folder, DATASET, [MODEL])
@@ -96,7 +96,7 @@ def test_results_are_grouped_by_kind_with_readable_labels(qtbot, panel_window, t
     assert [i.payload["name"] for i in panel.items("result")].count(PICKS) == 0
 
     # The screenshot: the labels are readable at the default width.
-    from workbench.gui.main_window import PROJECT_WIDTH
+    from workbench.gui.shell.main_window import PROJECT_WIDTH
 
     window = panel_window
     window.resize(1440, 900)
@@ -230,8 +230,8 @@ def test_every_export_confirms_in_the_status_bar(qtbot, panel_window, tmp_path, 
 def test_the_panel_keeps_its_width_through_wide_views_and_a_restart(qtbot, open_window, settle, panel_window):
     from PySide6.QtCore import Qt
 
-    from workbench.core.project import Project
-    from workbench.gui.project_panel import MIN_WIDTH
+    from workbench.core.project.folder import Project
+    from workbench.gui.shell.project_panel import MIN_WIDTH
 
     window = panel_window
     for name in ("data", "model", "training", "importance", "coverage", "robustness", "data"):

@@ -29,7 +29,7 @@ def robustness_window(qtbot, open_window, settle, tmp_path_factory):
 
     The module's first test builds them (half a minute on two cores); a later one opens a copy of that
     project, which reads both back at once, as a reopened project does (checked in the first test)."""
-    from workbench.core.project import Project
+    from workbench.core.project.folder import Project
 
     window = open_window(Project.open(copy_of_prepared(tmp_path_factory)) if PREPARED else None)
     settle(window)
@@ -113,7 +113,7 @@ def check_quick_comparison_is_drawn_and_stored(qtbot, window, open_window):
     # A new window on the same project shows the stored comparison without retraining.
     project = window.session.project
     window.close()
-    from workbench.core.project import Project
+    from workbench.core.project.folder import Project
 
     again = open_window(Project.open(project.folder))
     qtbot.waitUntil(lambda: idle(again), timeout=RETRAIN_TIMEOUT_MS)

@@ -17,7 +17,7 @@ from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QApplication
 
-from workbench.gui.colors import CLASS_PALETTE
+from workbench.gui.plotting.colors import CLASS_PALETTE
 from workbench.gui.widgets.fol_histogram import (
     LOG_DECADES,
     LOW_BIN,
@@ -45,7 +45,7 @@ SHOTS = Path(os.environ.get("WORKBENCH_WIDGET_SHOTS", Path(tempfile.gettempdir()
 
 @pytest.fixture(scope="module", autouse=True)
 def plot_style(qapp):
-    from workbench.gui.plot_style import configure_pyqtgraph
+    from workbench.gui.plotting.plot_style import configure_pyqtgraph
 
     configure_pyqtgraph()
 

@@ -16,8 +16,8 @@ from gui_helpers import robustness_set_up
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 
-from workbench.core.jobs import JobContext
-from workbench.gui.jobs import INTERACTIVE, LONG, QUEUED, RUNNING
+from workbench.core.execution.jobs import JobContext
+from workbench.gui.session.jobs import INTERACTIVE, LONG, QUEUED, RUNNING
 
 pytestmark = pytest.mark.gui
 
@@ -51,7 +51,7 @@ def store_sets(window) -> dict:
 
 
 def test_coverage_view_measures_a_pool_fuzzer_tests_and_a_selection(qtbot, settled_window, tmp_path):
-    from workbench.core.activations import NeuronDefinition
+    from workbench.core.models.activations import NeuronDefinition
     from workbench.core.coverage import measure_coverage
     from workbench.core.testsets import resolve
 
@@ -157,8 +157,8 @@ def test_the_robustness_view_does_not_start_retraining_by_itself(qtbot, settled_
 def test_long_jobs_run_in_a_worker_process_and_a_gallery_finishes_beside_them(qtbot, open_window, settle, tmp_path):
     import lane_jobs
 
-    from workbench.gui.jobs import CANCELLED, PROCESS
-    from workbench.core.worker_process import IN_WORKER
+    from workbench.gui.session.jobs import CANCELLED, PROCESS
+    from workbench.core.execution.worker_process import IN_WORKER
 
     window = open_window(long_jobs=PROCESS)
     settle(window)

@@ -10,8 +10,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QWidget
 
-from workbench.core.data import Split
-from workbench.gui.colors import MISMATCH
+from workbench.core.data.dataset import Split
+from workbench.gui.plotting.colors import MISMATCH
 from workbench.gui.widgets.thumbnail_grid import CACHE_IMAGES, ThumbnailGrid
 
 pytestmark = pytest.mark.gui

@@ -20,10 +20,10 @@ import sys
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
-from workbench.core.dataset_registry import load_dataset_job
-from workbench.gui.app import application, run_gui
-from workbench.gui.jobs import LONG
-from workbench.gui.main_window import MainWindow
+from workbench.core.data.registry import load_dataset_job
+from workbench.gui.shell.app import application, run_gui
+from workbench.gui.session.jobs import LONG
+from workbench.gui.shell.main_window import MainWindow
 
 
 def window():

@@ -23,7 +23,7 @@ def test_the_predictions_label_survives_a_split_whose_evaluation_is_gone(qtbot, 
 def test_the_ablation_verdict_says_how_the_top_set_ranks_and_offers_more_draws(qtbot, settled_window):
     from PySide6.QtCore import Qt
 
-    from workbench.core.ablation import CLEAR_DRAWS
+    from workbench.core.importance.ablation import CLEAR_DRAWS
 
     window = settled_window
     qtbot.keyClick(window, Qt.Key.Key_4, Qt.KeyboardModifier.ControlModifier)
@@ -68,7 +68,7 @@ def test_a_test_only_dataset_is_fitted_on_the_split_it_has_and_says_so(qtbot, se
 
 
 def test_the_shortcuts_table_is_sorted_by_menu_from_a_to_z(qtbot, settled_window):
-    from workbench.gui.actions import ShortcutsDialog
+    from workbench.gui.shell.actions import ShortcutsDialog
 
     from PySide6.QtWidgets import QTableWidget
 

@@ -25,7 +25,7 @@ def coverage_body(window) -> QSplitter:
 
 
 def test_each_kind_of_view_setting_comes_back_when_the_project_opens_again(qtbot, open_window, settle):
-    from workbench.core.project import Project
+    from workbench.core.project.folder import Project
 
     window = open_window()
     settle(window)
@@ -121,7 +121,7 @@ def test_each_kind_of_view_setting_comes_back_when_the_project_opens_again(qtbot
 
 
 def test_stored_view_settings_that_no_longer_fit_are_ignored(qtbot, open_window, settle):
-    from workbench.gui.demo import open_demo_project
+    from workbench.gui.shell.demo import open_demo_project
 
     project, notices = open_demo_project()
     project.set_gui(views={
@@ -177,7 +177,7 @@ class Filled(QWidget):
 
 
 def test_a_remembered_choice_waits_for_its_item_and_yields_to_the_user(qtbot):
-    from workbench.gui.view_settings import ViewSettings
+    from workbench.gui.session.view_settings import ViewSettings
 
     first = Filled()
     qtbot.addWidget(first)
@@ -216,9 +216,9 @@ def test_a_remembered_choice_waits_for_its_item_and_yields_to_the_user(qtbot):
 
 
 def test_recent_projects_are_listed_newest_first_and_open(qtbot, open_window, settle, tmp_path, app_settings_dir):
-    from workbench.core.project import Project
-    from workbench.gui.app_settings import recent_projects
-    from workbench.gui.main_window import MainWindow
+    from workbench.core.project.folder import Project
+    from workbench.gui.session.app_settings import recent_projects
+    from workbench.gui.shell.main_window import MainWindow
 
     first, second = tmp_path / "first project", tmp_path / "second & last"
     for folder in (first, second):

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from workbench.cli.arguments import integer, real, text
-from workbench.core.sharding import EXECUTORS, Distribution
-from workbench.core.store import lenient_json
+from workbench.core.execution.sharding import EXECUTORS, Distribution
+from workbench.core.project.store import lenient_json
 
 EXIT_ERROR = 2
 EXIT_CANCELLED = 130
@@ -35,7 +35,7 @@ def add_common(p: argparse.ArgumentParser, seed: bool = True) -> None:
 
 
 def add_distribution(p: argparse.ArgumentParser) -> None:
-    """--executor, --address and --shards, for the commands whose jobs can run as shards (`core.sharding`)."""
+    """--executor, --address and --shards, for the commands whose jobs can run as shards (`core.execution.sharding`)."""
     p.add_argument("--executor", choices=EXECUTORS, default="local",
                    help="where the job runs: local (this process, the default) or ray (its shards on a Ray cluster; "
                         "pip install 'dl-testing-workbench[distributed]')")
@@ -70,7 +70,7 @@ def add_rule_options(p: argparse.ArgumentParser) -> None:
 def importance_rule(args):
     """The LRP composite that --rule, --epsilon, --alpha and --maxpool describe."""
     from workbench.core.errors import WorkbenchError
-    from workbench.core.lrp import Composite, make_rule
+    from workbench.core.importance.lrp import Composite, make_rule
 
     name = args.rule.lower()
     params = {"epsilon": {"epsilon": args.epsilon}, "lrp-epsilon": {"epsilon": args.epsilon},
@@ -127,7 +127,7 @@ class TerminalProgress:
 
 
 def make_context(args, on_partial=None):
-    from workbench.core.jobs import JobContext
+    from workbench.core.execution.jobs import JobContext
 
     progress = TerminalProgress(enabled=sys.stderr.isatty() or not getattr(args, "json", False))
 
@@ -187,9 +187,9 @@ def command_line(args) -> str:
 
 def load_model_and_data(args):
     """(model, dataset), checked to fit each other."""
-    from workbench.core.dataset_registry import load_dataset
-    from workbench.core.model_io import load_model
-    from workbench.core.training import check_compatible
+    from workbench.core.data.registry import load_dataset
+    from workbench.core.models.model_io import load_model
+    from workbench.core.models.training import check_compatible
 
     model = load_model(args.model, arch=args.arch, trust=args.trust_file)
     dataset = load_dataset(args.data, download=args.download)
@@ -277,7 +277,7 @@ class ProjectTarget:
     when results are stored, so a failed or cancelled run leaves no project behind."""
 
     def __init__(self, folder: str | None, required: bool = False, what: str = "", write: bool = True):
-        from workbench.core.project import SETTINGS, Project
+        from workbench.core.project.folder import SETTINGS, Project
 
         self.folder = Path(folder) if folder else None
         self.project = None
@@ -296,7 +296,7 @@ class ProjectTarget:
         return self.folder is not None
 
     def open(self, dataset_key: str):
-        from workbench.core.project import Project
+        from workbench.core.project.folder import Project
 
         if self.project is None:
             self.project = Project.create(self.folder, dataset_key)

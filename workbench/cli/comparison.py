@@ -60,7 +60,7 @@ def add_parsers(sub) -> None:
 
 
 def _project(args, needed: bool):
-    from workbench.core.project import Project
+    from workbench.core.project.folder import Project
 
     if args.project:
         return Project.open(args.project)

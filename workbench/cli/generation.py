@@ -92,12 +92,12 @@ def add_parsers(sub) -> None:
 
 
 def cmd_train_generator(args) -> int:
-    from workbench.core.dataset_registry import load_dataset
+    from workbench.core.data.registry import load_dataset
     from workbench.core.errors import Cancelled
     from workbench.core.generation.registry import get_generator_kind
     from workbench.core.generation.training import train_generator
-    from workbench.core.model_io import bundled_classifier, load_model
-    from workbench.core.training import check_compatible
+    from workbench.core.models.model_io import bundled_classifier, load_model
+    from workbench.core.models.training import check_compatible
 
     kind = get_generator_kind(args.generator)  # plugins are loaded by now, so their kinds count
     if args.preset not in kind.presets:
@@ -160,7 +160,7 @@ def cmd_generate(args) -> int:
     from workbench.core.generation.generated import default_name, export_generated, run_generation
     from workbench.core.generation.storage import load_generator
     from workbench.core.generation.validators import choose_validators
-    from workbench.core.staging import run_staged
+    from workbench.core.project.staging import run_staged
     from workbench.core.testsets import from_artifact
 
     model, dataset = load_model_and_data(args)
@@ -229,9 +229,9 @@ def cmd_generate(args) -> int:
 
 
 def cmd_export_generator(args) -> int:
-    from workbench.core.dataset_registry import load_dataset
+    from workbench.core.data.registry import load_dataset
     from workbench.core.generation.storage import export_generator, load_generator
-    from workbench.core.model_io import bundled_classifier, load_model
+    from workbench.core.models.model_io import bundled_classifier, load_model
 
     card = load_generator(args.source).card
     dataset = classifier = None

@@ -20,7 +20,7 @@ def add_parsers(sub) -> None:
 
 
 def cmd_gui(args) -> int:
-    from workbench.gui.app import run_gui
+    from workbench.gui.shell.app import run_gui
 
     return run_gui(project=getattr(args, "project", None), view=getattr(args, "view", None),
                    screenshot=getattr(args, "screenshot", None), long_jobs=getattr(args, "long_jobs", "process"))

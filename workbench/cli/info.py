@@ -17,7 +17,7 @@ def add_parsers(sub) -> None:
 
 def cmd_dataset_info(args) -> int:
     from workbench.cli.training import classes_line
-    from workbench.core.dataset_registry import load_dataset
+    from workbench.core.data.registry import load_dataset
 
     dataset = load_dataset(args.data, download=args.download)
     card = dataset.card_dict()
@@ -35,11 +35,11 @@ def cmd_info(args) -> int:
 
     import torch
 
-    from workbench.core.dataset_registry import dataset_status
-    from workbench.core.jobs import device_description, resolve_device
-    from workbench.core.model_io import bundled_models
+    from workbench.core.data.registry import dataset_status
+    from workbench.core.execution.jobs import device_description, resolve_device
+    from workbench.core.models.model_io import bundled_models
     from workbench.core.plugins import load_plugins, plugin_folders, user_plugin_dir
-    from workbench.core.store import library_versions
+    from workbench.core.project.store import library_versions
 
     reports = load_plugins()
     result = {

@@ -38,7 +38,7 @@ def add_parsers(sub) -> None:
 
 def _study(args):
     from workbench.core.labeling.project_studies import load_study
-    from workbench.core.project import Project
+    from workbench.core.project.folder import Project
 
     if not args.project:
         raise error("Labels live in a project.", "Add --project DIR (the folder the Labelling view saved to).")

@@ -320,7 +320,7 @@ def cmd_fol(args) -> int:
 def _write_fol_csv(path, rows, source, labels, predicted, fol, grad, gini) -> str:
     import csv
 
-    from workbench.core.store import atomic_path
+    from workbench.core.project.store import atomic_path
 
     path = Path(path)
     origin = source.get("source_index")
@@ -407,7 +407,7 @@ def cmd_select(args) -> int:
 def cmd_fuzz(args) -> int:
     from workbench.core.robustness.fuzzing import fuzz
     from workbench.core.robustness.pool import STORE_KEYS, fuzzer_candidates, merge_pools
-    from workbench.core.staging import StagedProject
+    from workbench.core.project.staging import StagedProject
     from workbench.core.testsets import save_testset
 
     started = time.monotonic()

@@ -255,8 +255,8 @@ def _save_run(project, name, what, rows, params, **how):
 
 def _save_retrained(args, tuned, model, dataset, row: dict, params: dict) -> str:
     """The retrained model as a workbench checkpoint with its card (and the card as a sidecar JSON)."""
-    from workbench.core.model_io import save_checkpoint, weights_digest
-    from workbench.core.store import write_json
+    from workbench.core.models.model_io import save_checkpoint, weights_digest
+    from workbench.core.project.store import write_json
 
     out = Path(args.out)
     base = model.info.card or {}

@@ -41,9 +41,9 @@ def add_parsers(sub) -> None:
 
 
 def cmd_train(args) -> int:
-    from workbench.core.dataset_registry import load_dataset
-    from workbench.core.project import Project
-    from workbench.core.training import train_and_save
+    from workbench.core.data.registry import load_dataset
+    from workbench.core.project.folder import Project
+    from workbench.core.models.training import train_and_save
 
     dataset = load_dataset(args.data, download=args.download)
     project = Project.open_or_create(args.project, dataset.recipe.get("name", args.data)) if args.project else None
@@ -76,11 +76,11 @@ def cmd_train(args) -> int:
 
 
 def cmd_evaluate(args) -> int:
-    from workbench.core.dataset_registry import load_dataset
-    from workbench.core.model_io import load_model
-    from workbench.core.evaluation import save_evaluation
-    from workbench.core.project import Project
-    from workbench.core.training import evaluate
+    from workbench.core.data.registry import load_dataset
+    from workbench.core.models.model_io import load_model
+    from workbench.core.models.evaluation import save_evaluation
+    from workbench.core.project.folder import Project
+    from workbench.core.models.training import evaluate
 
     model = load_model(args.model, arch=args.arch, trust=args.trust_file)
     dataset = load_dataset(args.data, download=args.download)
@@ -120,7 +120,7 @@ def cmd_evaluate(args) -> int:
 
 def classes_line(dataset) -> str:
     """Which index means which class, and where that numbering comes from when the data chose it."""
-    from workbench.core.class_names import class_index_text
+    from workbench.core.data.class_names import class_index_text
 
     source = f", numbered by {dataset.class_source}" if dataset.class_source else ""
     return f"Classes{source}: {class_index_text(dataset.class_names, limit=100)}"

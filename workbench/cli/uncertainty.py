@@ -135,7 +135,7 @@ def _write_csv(path, rows, ids, labels, probs, scores: list[str]) -> str:
     import csv
 
     from workbench.core.robustness.scores import UNCERTAINTY_SCORES
-    from workbench.core.store import atomic_path
+    from workbench.core.project.store import atomic_path
 
     path = Path(path)
     values = {name: UNCERTAINTY_SCORES[name](probs) for name in scores}

@@ -46,7 +46,7 @@ def add_parsers(sub) -> None:
 
 
 def cmd_train_validators(args) -> int:
-    from workbench.core.dataset_registry import load_dataset
+    from workbench.core.data.registry import load_dataset
     from workbench.core.generation.training import dataset_spec
     from workbench.core.generation.validators import REFERENCE_DOMAIN, refit_validators, train_validators
 

@@ -20,8 +20,8 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Callable
 
-from workbench.core.dataset_registry import DatasetEntry, register_dataset
-from workbench.core.models import Architecture, register_architecture
+from workbench.core.data.registry import DatasetEntry, register_dataset
+from workbench.core.models.architectures import Architecture, register_architecture
 from workbench.core.resources import source_plugins_dir
 
 ENTRY_POINT_GROUP = "workbench.plugins"
@@ -61,7 +61,7 @@ class PluginRegistry:
 
     def add_dataset(self, name: str, load, title: str = "", missing=None, install: str = "",
                     override: bool = False) -> None:
-        from workbench.core.data import Dataset
+        from workbench.core.data.dataset import Dataset
 
         load = _guarded(load, self._plugin, f"dataset {name!r}", "load()", "a Dataset", Dataset)
         check = _availability(missing, self._plugin, name)
@@ -118,8 +118,8 @@ class _Loading:
 
 
 def _taken(kind: str, name: str) -> bool:
-    from workbench.core.dataset_registry import dataset_entries
-    from workbench.core.models import architectures
+    from workbench.core.data.registry import dataset_entries
+    from workbench.core.models.architectures import architectures
 
     if kind == "architecture":
         return any(name == a.name or name in a.aliases for a in architectures())

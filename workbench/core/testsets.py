@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from workbench.core.data import Dataset, Split, as_image_array, as_labels
+from workbench.core.data.dataset import Dataset, Split, as_image_array, as_labels
 from workbench.core.errors import WorkbenchError
 from workbench.core.labeling.study import SUBSETS as HUMAN_SUBSETS
 
@@ -279,8 +279,8 @@ def apply_rule(testset: TestSet, rule: str, model=None, ctx=None, project=None) 
     else:
         if model is None:
             raise WorkbenchError(f"The subset [{how}] depends on a model's predictions.", "Choose a model first.")
-        from workbench.core.jobs import JobContext
-        from workbench.core.training import predict
+        from workbench.core.execution.jobs import JobContext
+        from workbench.core.models.training import predict
 
         wrong = predict(ctx or JobContext(), model, testset) != testset.labels
         indices = np.flatnonzero(wrong if how == "misclassified" else ~wrong)
@@ -292,7 +292,7 @@ def apply_rule(testset: TestSet, rule: str, model=None, ctx=None, project=None) 
 def _is_dataset_name(name: str) -> bool:
     import os
 
-    from workbench.core.dataset_registry import dataset_entries
+    from workbench.core.data.registry import dataset_entries
 
     return name in {e.name for e in dataset_entries()} or name.startswith("torchvision:") or os.path.exists(name)
 
@@ -327,7 +327,7 @@ def resolve(project, text: str, dataset: Dataset | None = None, model=None, ctx=
             download: bool = False, _depth: int = 0) -> TestSet:
     """The test set `text` names: a project test set (a split or a stored set), a split of `dataset`,
     DATASET:SPLIT, a dataset name or path (its test split), any of these followed by [rule]."""
-    from workbench.core.dataset_registry import load_dataset
+    from workbench.core.data.registry import load_dataset
 
     if _depth > 8:
         raise WorkbenchError(f"Test set {text!r} is defined through too many subsets (or a loop).",

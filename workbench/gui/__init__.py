@@ -1,5 +1,5 @@
 """The Qt skin over `workbench.core`: a main window, views, widgets and a job runner.
 
-Nothing here computes: long work goes through `gui.jobs.JobRunner`, which runs core functions on
+Nothing here computes: long work goes through `gui.session.jobs.JobRunner`, which runs core functions on
 worker threads and turns their progress reports into Qt signals.
 """

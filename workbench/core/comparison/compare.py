@@ -36,7 +36,7 @@ from workbench.core.comparison import resampling as rs
 from workbench.core.comparison.profiles import (COMPARABLE, FOL_EPS, NOVELTY_SAMPLE, SetProfile, profile_testset,
                                                  validity_mask)
 from workbench.core.errors import WorkbenchError
-from workbench.core.jobs import JobContext
+from workbench.core.execution.jobs import JobContext
 
 CRITERIA_TITLES = {"idc": "IDC", "nc": "NC", "kmnc": "KMNC", "nbc": "NBC", "snac": "SNAC", "tknc": "TKNC"}
 #: the mean-like figures of a set: (key, title, values of a profile)

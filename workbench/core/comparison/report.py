@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench.core.store import atomic_text
+from workbench.core.project.store import atomic_text
 
 COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
            "#bab0ac")
@@ -225,7 +225,7 @@ def difference_rows(data: dict) -> list[list[str]]:
 
 def write_html(comparison, path: str | Path, title: str = "Test-set comparison") -> Path:
     """The self-contained report (module docstring)."""
-    from workbench.core.store import library_versions
+    from workbench.core.project.store import library_versions
 
     data = comparison.to_dict()
     images = plots(comparison)

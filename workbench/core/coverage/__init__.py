@@ -15,7 +15,7 @@ from workbench.core.coverage.per_class import PerClass
 from workbench.core.coverage.protocol import CoverageValue, Criterion
 from workbench.core.coverage.registry import create_criterion, criterion_names
 from workbench.core.coverage.surprise import DSA, LSA, MDSA
-from workbench.core.layers import default_layer
+from workbench.core.models.layers import default_layer
 
 __all__ = ["Criterion", "CoverageValue", "IDC", "NC", "KMNC", "NBC", "SNAC", "TKNC", "TKNP", "LSA", "DSA", "MDSA",
            "PerClass", "create_criterion", "criterion_names", "measure_coverage", "CoverageResult",

@@ -14,7 +14,7 @@ import os
 import numpy as np
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.store import provenance, read_artifact, write_artifact
+from workbench.core.project.store import provenance, read_artifact, write_artifact
 
 FIT_KIND = "coverage-fit"
 RESULT_KIND = "coverage"

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from workbench.core.coverage.measure import BATCH_SIZE, measure_coverage, measure_groups
-from workbench.core.data import Dataset
+from workbench.core.data.dataset import Dataset
 from workbench.core.errors import WorkbenchError
-from workbench.core.jobs import JobContext
+from workbench.core.execution.jobs import JobContext
 from workbench.core.sampling import seeded_sample
 
 TRIAL_BATCHES = 3  # batches each trial pass reads: the first warms up, the others are timed
@@ -94,7 +94,7 @@ def coverage_work(ctx: JobContext, model, dataset: Dataset, sets: list[tuple], l
     `measure_groups` takes them) still needs, and how long that takes here, now. `importance` is IDC's,
     when known; otherwise a stored one is read, and without one the relevance pass (in batches of
     `relevance_batch`, as the caller will compute it) is part of the work."""
-    from workbench.core.importance import compute_importance
+    from workbench.core.importance.neuron_importance import compute_importance
 
     fit_split = dataset.fit_split
     if importance is None and any("idc" in group for group in groups) and project is not None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from workbench.core.activations import NeuronDefinition
+from workbench.core.models.activations import NeuronDefinition
 from workbench.core.coverage import artifacts
 from workbench.core.coverage.idc import IDC
 from workbench.core.coverage.passes import feed_batches, fit_pass, measure_pass, split_by_merging
@@ -34,10 +34,10 @@ from workbench.core.coverage.per_class import PerClass
 from workbench.core.coverage.protocol import CoverageValue, Criterion
 from workbench.core.coverage.registry import create_criterion, criterion_factories
 from workbench.core.coverage.surprise import SurpriseCriterion
-from workbench.core.data import Split
+from workbench.core.data.dataset import Split
 from workbench.core.errors import WorkbenchError
-from workbench.core.jobs import JobContext
-from workbench.core.layers import (
+from workbench.core.execution.jobs import JobContext
+from workbench.core.models.layers import (
     WEIGHTED_TYPES,
     LayerInfo,
     default_layer,
@@ -237,7 +237,7 @@ def measure_coverage(ctx: JobContext, model, dataset, layer: str | NeuronDefinit
 
     if any(isinstance(_inner(c), IDC) for _, c, _ in entries):
         if importance is None:
-            from workbench.core.importance import compute_importance
+            from workbench.core.importance.neuron_importance import compute_importance
 
             importance = compute_importance(ctx, model, dataset, definition, rule, per_class=per_class,
                                             project=project, split=train_split, stored_only=stored_only)
@@ -509,7 +509,7 @@ def kmnc_sections(ctx: JobContext, model, dataset, test_split, test_indices, kmn
     The activations are captured exactly as the coverage job captured them (whole layer tensors at the
     same activation point), so a cell's inputs are the ones its count was made of.
     """
-    from workbench.core.activations import stream_activations
+    from workbench.core.models.activations import stream_activations
 
     split = dataset.split(test_split) if isinstance(test_split, str) else test_split
     shapes = {info.name: tuple(info.output_shape) for info in layer_catalogue(model.module, dataset.image_shape)}

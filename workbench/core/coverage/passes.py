@@ -1,5 +1,5 @@
 """The coverage job's passes over the inputs: gathering training activations for the fits, and
-measuring a test set, batch by batch, on this machine or as shards (`core.sharding`).
+measuring a test set, batch by batch, on this machine or as shards (`core.execution.sharding`).
 
 A pass captures each (layer, activation point) the criteria read once per batch, as the full layer
 tensor, and hands each criterion its layers (`capture_definitions`, `layer_feeds`).
@@ -25,15 +25,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workbench.core.activations import NeuronDefinition, stream_activations
+from workbench.core.models.activations import NeuronDefinition, stream_activations
 from workbench.core.coverage.clustering import NeuronClusters, cluster_neuron
 from workbench.core.coverage.idc import IDC
 from workbench.core.coverage.per_class import PerClass
 from workbench.core.coverage.protocol import CoverageValue, Criterion
-from workbench.core.data import Split
+from workbench.core.data.dataset import Split
 from workbench.core.errors import WorkbenchError
-from workbench.core.shard_plan import ShardPlan, range_inputs, range_plan
-from workbench.core.sharding import input_ranges, run_plan, running_here, sharding
+from workbench.core.execution.shard_plan import ShardPlan, range_inputs, range_plan
+from workbench.core.execution.sharding import input_ranges, run_plan, running_here, sharding
 
 
 @dataclass

@@ -30,7 +30,7 @@ import numpy as np
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.generation.protocol import ACCEPTANCE_WARNING, Generator, check_fits
-from workbench.core.jobs import JobContext
+from workbench.core.execution.jobs import JobContext
 
 LATENT_SAMPLES = 1000
 ACCEPTANCE_SAMPLES = 500
@@ -169,7 +169,7 @@ def classifier_logits(ctx: JobContext, classifier, images, on_batch=None):
     `on_batch()` runs after each piece's forward pass (where a forward hook has captured its layer)."""
     import torch
 
-    from workbench.core.training import check_scores
+    from workbench.core.models.training import check_scores
 
     module = classifier.module.to(ctx.device).eval()
     out = []

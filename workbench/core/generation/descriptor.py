@@ -15,7 +15,7 @@ import math
 import re
 from pathlib import Path
 
-from workbench.core.data import MAX_CLASSES
+from workbench.core.data.dataset import MAX_CLASSES
 from workbench.core.errors import WorkbenchError
 
 FORMAT = "workbench-generator"

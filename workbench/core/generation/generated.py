@@ -31,8 +31,8 @@ from workbench.core.errors import Cancelled, WorkbenchError
 from workbench.core.generation.protocol import TOOLS
 from workbench.core.generation.tig import BUDGET, GenerationRun, generate
 from workbench.core.generation.training import dataset_spec
-from workbench.core.jobs import JobContext
-from workbench.core.store import text_column
+from workbench.core.execution.jobs import JobContext
+from workbench.core.project.store import text_column
 
 ROLE = "generated"
 #: The benchmark's per-seed CSV columns, then the workbench's own.

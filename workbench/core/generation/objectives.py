@@ -26,7 +26,7 @@ import numpy as np
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.generation.assessment import classifier_logits
-from workbench.core.jobs import JobContext
+from workbench.core.execution.jobs import JobContext
 
 OBJECTIVES = ("misbehaviour", "idc", "both")
 MAX_TARGETS = 2 ** 20  # combinations an IDC objective may enumerate (m = 10 neurons of 4 clusters)
@@ -122,8 +122,8 @@ class NewCombination:
     def evaluate(self, ctx: JobContext, classifier, images, labels) -> Scores:
         import torch
 
-        from workbench.core.activations import hook_point, neuron_values
-        from workbench.core.hooks import own_thread
+        from workbench.core.models.activations import hook_point, neuron_values
+        from workbench.core.models.hooks import own_thread
 
         pieces = []
         modules = dict(classifier.module.named_modules())
@@ -155,9 +155,9 @@ def idc_objective(ctx: JobContext, classifier, dataset, layer: str | None = None
                   reference: str = "test", seed: int = 0, importance=None) -> NewCombination:
     """Fit IDC of `classifier`'s `layer` (the default coverage layer when None) on `dataset`'s training
     split, measure the `reference` split, and target the combinations it leaves uncovered."""
-    from workbench.core.activations import NeuronDefinition
+    from workbench.core.models.activations import NeuronDefinition
     from workbench.core.coverage.measure import measure_coverage
-    from workbench.core.layers import default_layer, layer_catalogue
+    from workbench.core.models.layers import default_layer, layer_catalogue
 
     catalogue = layer_catalogue(classifier.module, dataset.image_shape)
     layer = layer or default_layer(catalogue)

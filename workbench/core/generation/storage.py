@@ -28,9 +28,9 @@ from workbench.core.generation.descriptor import (FORMAT, MAX_CLASSES, MAX_VALUE
                                                   check_descriptor, check_settings, is_whole)
 from workbench.core.generation.protocol import Generator, GeneratorCard
 from workbench.core.generation.registry import create_generator, get_generator_kind
-from workbench.core.model_io import weights_digest
+from workbench.core.models.model_io import weights_digest
 from workbench.core.resources import resources_dir
-from workbench.core.store import atomic_folder, write_json
+from workbench.core.project.store import atomic_folder, write_json
 
 DESCRIPTOR = "generator.json"
 SAMPLES = "samples.npy"

@@ -34,7 +34,7 @@ from workbench.core.generation.protocol import Generator, GeneratorCard, check_f
 from workbench.core.generation.registry import create_generator, get_generator_kind
 from workbench.core.generation.storage import (is_generator_folder, load_generator, read_training_state,
                                                save_generator)
-from workbench.core.jobs import JobContext, device_description
+from workbench.core.execution.jobs import JobContext, device_description
 
 STATE_FORMAT = "workbench-generator-training"
 
@@ -169,7 +169,7 @@ def train_generator(ctx: JobContext, kind: str, dataset, out, *, epochs: int | N
     card.epochs_planned, card.batch_size, card.lr = int(epochs), int(settings["batch_size"]), float(settings["lr"])
     device = ctx.device
     card.device = device_description(device)
-    from workbench.core.store import library_versions
+    from workbench.core.project.store import library_versions
 
     card.versions = {**library_versions(), **generator.versions()}
     card.complete = False
@@ -274,7 +274,7 @@ def diverged(bad: dict, epoch: int, step: int, steps: int, card: GeneratorCard, 
 def train_with_reference(ctx: JobContext, kind: str, dataset, out, **settings) -> TrainedGenerator:
     """`train_generator` with the bundled classifier of `dataset` (if there is one) as the reference
     that measures seed acceptance: the Generators view's job."""
-    from workbench.core.model_io import bundled_classifier, load_model
+    from workbench.core.models.model_io import bundled_classifier, load_model
 
     name = bundled_classifier(dataset_spec(dataset))
     classifier = load_model(name) if name else None

@@ -35,7 +35,7 @@ from workbench.core.generation.validity import (MAIN_QUANTILE, ORACLE_THRESHOLD,
                                                 gamma_thresholds, invalid_by_loss, invalid_by_probability,
                                                 oracle_verdicts, quantile_key, reconstruction_loss,
                                                 reconstruction_probability)
-from workbench.core.jobs import JobContext
+from workbench.core.execution.jobs import JobContext
 from workbench.core.resources import resources_dir
 
 CARD = "validators.json"
@@ -223,7 +223,7 @@ def load_validators(spec: str | None = None, dataset: str = "", device=None) -> 
     import json
 
     from workbench.core.generation.storage import load_generator
-    from workbench.core.model_io import load_model
+    from workbench.core.models.model_io import load_model
 
     folder = resolve_validators(spec, dataset)
     path = folder / CARD
@@ -266,8 +266,8 @@ def train_validators(ctx: JobContext, dataset, reference, out, *, epochs: int = 
     dataset. With `half` the VAEs are stored at float16, rounded before the thresholds are fitted."""
     from workbench.core.generation.storage import load_generator, save_generator
     from workbench.core.generation.training import dataset_spec, train_generator
-    from workbench.core.store import atomic_folder, library_versions, write_json
-    from workbench.core.training import train_and_save
+    from workbench.core.project.store import atomic_folder, library_versions, write_json
+    from workbench.core.models.training import train_and_save
 
     from workbench.core.files import check_new_folder
 
@@ -355,7 +355,7 @@ def refit_validators(ctx: JobContext, folder, dataset, reference, command: str =
     """Fit the thresholds of the validator set in `folder` again (against `reference`), keeping its models;
     the card is replaced atomically."""
     from workbench.core.generation.training import dataset_spec
-    from workbench.core.store import write_json
+    from workbench.core.project.store import write_json
 
     _check_domains(dataset, reference)
     validators = load_validators(folder, dataset_spec(dataset), device=ctx.device)

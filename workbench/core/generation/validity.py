@@ -27,7 +27,7 @@ import math
 import numpy as np
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.jobs import JobContext
+from workbench.core.execution.jobs import JobContext
 
 QUANTILES = (0.68, 0.90, 0.95, 0.99, 0.999, 0.9999, 0.99999)
 MAIN_QUANTILE = 0.9999

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from workbench.core.generation.validity import MAIN_QUANTILE
-from workbench.core.jobs import JobContext
+from workbench.core.execution.jobs import JobContext
 
 
 @dataclass
@@ -45,7 +45,7 @@ def proxy_groups(columns: dict, verdicts: dict, thresholds: dict) -> list[dict]:
     """Per generator and extent (when the set has those columns): inputs, how many each proxy accepts,
     the oracle's verdicts on the inputs both validity proxies accept, and SelfOracle's acceptance at
     every fitted quantile."""
-    from workbench.core.store import text_column
+    from workbench.core.project.store import text_column
     from workbench.core.generation.validity import invalid_by_loss
 
     n = len(verdicts["proxy_selforacle_loss"])
@@ -76,9 +76,9 @@ def judge_testset(ctx: JobContext, project_folder, testset: str, data: str | Non
                   quantile: float = MAIN_QUANTILE, download: bool = False) -> ValidityReport:
     """Judge every input of `testset` with the validator set `validators` (the bundled one of the set's
     dataset when not given)."""
-    from workbench.core.dataset_registry import load_dataset
+    from workbench.core.data.registry import load_dataset
     from workbench.core.generation.validators import load_validators
-    from workbench.core.project import Project
+    from workbench.core.project.folder import Project
     from workbench.core.testsets import resolve
 
     project = Project.open(project_folder) if project_folder else None

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from workbench.core.class_names import DIGIT_CLASSES, FASHION_CLASSES
+from workbench.core.data.class_names import DIGIT_CLASSES, FASHION_CLASSES
 
 INVALID = "invalid"
 DIFFERENT = "different"

@@ -82,7 +82,7 @@ def _write_csv(handle, header, rows) -> None:
 
 
 def _write(path: Path, fill) -> Path:
-    from workbench.core.store import atomic_text
+    from workbench.core.project.store import atomic_text
 
     with atomic_text(path) as handle:
         fill(handle)

@@ -44,7 +44,7 @@ def prepare_study(project, name: str, dataset=None, **changes) -> StudySetup:
     testset = resolve(project, name, dataset)
     spec = testset.source.dataset
     if spec and (dataset is None or spec not in (dataset.name, dataset.recipe.get("name"))):
-        from workbench.core.dataset_registry import load_dataset
+        from workbench.core.data.registry import load_dataset
 
         dataset = load_dataset(spec)  # a stored set names the dataset its classes come from, whatever is selected
     changes = {k: v for k, v in changes.items() if v is not None}

@@ -27,7 +27,7 @@ from workbench.core.generation.protocol import TOOLS
 from workbench.core.labeling.agreement import Agreement, agreement, cohen_kappa
 from workbench.core.labeling.answers import is_valid, keeps_label
 from workbench.core.labeling.consensus import NO, YES, Consensus, consensus
-from workbench.core.store import text_column
+from workbench.core.project.store import text_column
 
 ALL = ("all", "")  # the key of the whole study among the groups
 #: the proxies, each as (name, column, what it judges)

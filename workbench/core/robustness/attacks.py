@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from workbench.core.data import step_batch
+from workbench.core.data.dataset import step_batch
 from workbench.core.errors import WorkbenchError
 from workbench.core.robustness.scores import (
     check_eval,

@@ -29,8 +29,8 @@ from workbench.core.robustness.reports import REPORT_SUBSET, robustness_report
 from workbench.core.robustness.retraining import CHECKPOINT_MODES, fine_tune
 from workbench.core.robustness.selection import resolve_budget, select
 from workbench.core.sampling import seeded_sample
-from workbench.core.shard_plan import ShardPlan
-from workbench.core.sharding import run_plan, sharding
+from workbench.core.execution.shard_plan import ShardPlan
+from workbench.core.execution.sharding import run_plan, sharding
 
 DEFAULT_STRATEGIES = ("be-st", "km-st", "deepgini", "random")
 
@@ -112,7 +112,7 @@ def coverage_items(ctx, model, images) -> np.ndarray:
     pooling layer, conv channels as their means, after the activation), with NC's threshold 0.75.
     """
     from workbench.core.coverage.measure import preset_layers
-    from workbench.core.layers import layer_catalogue
+    from workbench.core.models.layers import layer_catalogue
     from workbench.core.robustness.scores import torch_module
     from workbench.core.robustness.selection import neuron_coverage_items
 

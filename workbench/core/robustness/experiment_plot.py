@@ -23,7 +23,7 @@ SIZE = (1200, 800)  # pixels
 DPI = 100
 X_LABEL = "Budget (% of the selectable pool)"
 
-# The view's colours (workbench.gui.colors.CLASS_PALETTE, Tableau 10, and
+# The view's colours (workbench.gui.plotting.colors.CLASS_PALETTE, Tableau 10, and
 # workbench.gui.widgets.robustness_curves.STRATEGY_COLORS), kept here because the core imports no Qt.
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
            "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac")
@@ -103,7 +103,7 @@ def save_experiment_plot(rows: list[dict], path, title: str = "", size: tuple[in
     from matplotlib.patches import Patch
 
     from workbench.core.robustness.experiment_report import experiment_series, metric_y_range, padded
-    from workbench.core.store import atomic_path
+    from workbench.core.project.store import atomic_path
 
     series = experiment_series(rows)
     if not series:

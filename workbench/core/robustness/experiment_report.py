@@ -188,7 +188,7 @@ def write_experiment_outputs(result, out_dir, plot: Callable | None = None,
     import csv
     import json
 
-    from workbench.core.store import atomic_path, lenient_json
+    from workbench.core.project.store import atomic_path, lenient_json
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from workbench.core.data import step_batch
+from workbench.core.data.dataset import step_batch
 from workbench.core.errors import WorkbenchError
 from workbench.core.robustness.attacks import PGD_STEPS, check_eps, pgd, random_start
 from workbench.core.robustness.scores import (

@@ -24,10 +24,10 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.hooks import private_copy
-from workbench.core.layers import is_scripted, scripted_model_error
-from workbench.core.model_io import LoadedModel
-from workbench.core.training import run_epoch
+from workbench.core.models.hooks import private_copy
+from workbench.core.models.layers import is_scripted, scripted_model_error
+from workbench.core.models.model_io import LoadedModel
+from workbench.core.models.training import run_epoch
 
 CHECKPOINT_MODES = {
     "clean": "best epoch on the held-out pool part",

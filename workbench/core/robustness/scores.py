@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from workbench.core.data import step_batch
+from workbench.core.data.dataset import step_batch
 from workbench.core.errors import WorkbenchError
 
 LOSS_MODES = ("logits", "keras_compat")
@@ -206,7 +206,7 @@ def softmax_probabilities(ctx, model, data, indices=None, batch_size: int = 256)
     naming the first input that gave them and whether its pixels were at fault."""
     import torch
 
-    from workbench.core.training import check_scores
+    from workbench.core.models.training import check_scores
 
     module = torch_module(model)
     module.to(ctx.device).eval()

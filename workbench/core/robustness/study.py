@@ -13,12 +13,12 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from workbench.core.data import Dataset
+from workbench.core.data.dataset import Dataset
 from workbench.core.errors import WorkbenchError
-from workbench.core.jobs import JobContext
-from workbench.core.model_io import LoadedModel
+from workbench.core.execution.jobs import JobContext
+from workbench.core.models.model_io import LoadedModel
 from workbench.core.robustness.runs import latest_run
-from workbench.core.store import reading
+from workbench.core.project.store import reading
 
 
 @dataclass
@@ -155,7 +155,7 @@ def measure_step_rate(ctx: JobContext, model: LoadedModel, image_shape, batch_si
 
     import torch
 
-    from workbench.core.hooks import private_copy
+    from workbench.core.models.hooks import private_copy
 
     module = private_copy(model.module).to(ctx.device).train()
     optimiser = torch.optim.Adam(module.parameters(), lr=1e-4)

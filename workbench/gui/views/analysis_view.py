@@ -12,8 +12,8 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QWidget
 
-from workbench.gui.selection import Selection
-from workbench.gui.session import Session
+from workbench.gui.session.selection import Selection
+from workbench.gui.session.session import Session
 from workbench.gui.views.view_inputs import fill_layers, initial_layer, ready_inputs
 
 

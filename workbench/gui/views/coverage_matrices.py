@@ -16,7 +16,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from workbench.gui.colors import BOTH_SETS, NEVER_COVERABLE, UNCOVERED
+from workbench.gui.plotting.colors import BOTH_SETS, NEVER_COVERABLE, UNCOVERED
 from workbench.gui.widgets.empty_state import MessageOrContent
 from workbench.gui.widgets.idc_matrix import Axis, IdcMatrix, centroid_text
 from workbench.gui.widgets.kmnc_matrix import KmncMatrix

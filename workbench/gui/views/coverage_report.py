@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from workbench.gui.coverage_choices import coverage_text, criterion_help, criterion_titles
-from workbench.gui.coverage_runs import CANCELLED, DONE, FAILED, RUNNING, CoverageRequest, SetRun
+from workbench.gui.session.coverage_choices import coverage_text, criterion_help, criterion_titles
+from workbench.gui.session.coverage_runs import CANCELLED, DONE, FAILED, RUNNING, CoverageRequest, SetRun
 from workbench.gui.views.view_inputs import error_text, fitted_on
 from workbench.gui.widgets.growth_plot import Curve
 

@@ -33,11 +33,11 @@ from PySide6.QtWidgets import (
 
 from workbench.core.coverage.registry import criterion_catalogue
 from workbench.core.errors import WorkbenchError
-from workbench.gui.coverage_choices import criterion_titles, default_sets, set_color, test_set_choices
-from workbench.gui.coverage_runs import DONE, RUNNING, CoverageRequest, CoverageRuns
-from workbench.gui.errors import report_error
-from workbench.gui.selection import Selection
-from workbench.gui.session import Session
+from workbench.gui.session.coverage_choices import criterion_titles, default_sets, set_color, test_set_choices
+from workbench.gui.session.coverage_runs import DONE, RUNNING, CoverageRequest, CoverageRuns
+from workbench.gui.widgets.error_dialog import report_error
+from workbench.gui.session.selection import Selection
+from workbench.gui.session.session import Session
 from workbench.gui.views.analysis_view import AnalysisView
 from workbench.gui.views.coverage_matrices import (
     MAX_DRAWN_CELLS,
@@ -69,7 +69,7 @@ class CoverageView(AnalysisView):
     layer_picker_name = "coverageLayerPicker"
     layer_tip = "The layer IDC measures (the neuron criteria measure every layer)"
     layer_width = 210
-    # Kept in the project when the window closes (gui/view_settings.py).
+    # Kept in the project when the window closes (gui/session/view_settings.py).
     remembered = ("m_box", "criterion_actions", "a_box", "b_box", "difference", "log_scale")
     remembered_values = {"set_keys": list[str] | None}
 

@@ -15,13 +15,13 @@ from PySide6.QtGui import QIcon, QImage, QPixmap
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QFrame, QHBoxLayout, QLabel, QMenu, QSlider,
                                QSplitter, QToolButton, QVBoxLayout, QWidget)
 
-from workbench.core.class_names import class_index_text
+from workbench.core.data.class_names import class_index_text
 from workbench.core.errors import WorkbenchError
-from workbench.gui.colors import ERROR_TEXT, MISMATCH, class_color
-from workbench.gui.errors import report_error
-from workbench.gui.selection import Selection
-from workbench.gui.session import Session
-from workbench.gui.staged_paint import StagedPaint
+from workbench.gui.plotting.colors import ERROR_TEXT, MISMATCH, class_color
+from workbench.gui.widgets.error_dialog import report_error
+from workbench.gui.session.selection import Selection
+from workbench.gui.session.session import Session
+from workbench.gui.plotting.staged_paint import StagedPaint
 from workbench.gui.widgets.empty_state import MessageOrContent
 from workbench.gui.widgets.export import export_csv, save_pixmap
 from workbench.gui.widgets.thumbnail_grid import OUTCOMES, ThumbnailGrid
@@ -84,7 +84,7 @@ class Inspector(QFrame):
 
 
 class DataView(QWidget):
-    remembered = ("class_box", "outcome_box", "zoom")  # kept in the project (gui/view_settings.py)
+    remembered = ("class_box", "outcome_box", "zoom")  # kept in the project (gui/session/view_settings.py)
 
     def __init__(self, session: Session, selection: Selection, parent: QWidget | None = None):
         super().__init__(parent)

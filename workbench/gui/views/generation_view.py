@@ -23,12 +23,12 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.generation import storage
 from workbench.core.generation.generated import default_name, generate_from_folders, latest_generated, load_generated
 from workbench.core.generation.tig import BUDGET
-from workbench.core.store import text_column
-from workbench.gui.errors import report_error
-from workbench.gui.jobs import IO, LONG
-from workbench.gui.keyed_jobs import KeyedJobs
-from workbench.gui.selection import Selection
-from workbench.gui.session import Session
+from workbench.core.project.store import text_column
+from workbench.gui.widgets.error_dialog import report_error
+from workbench.gui.session.jobs import IO, LONG
+from workbench.gui.session.keyed_jobs import KeyedJobs
+from workbench.gui.session.selection import Selection
+from workbench.gui.session.session import Session
 from workbench.gui.views.view_inputs import error_text
 from workbench.gui.widgets.empty_state import keep_space_when_hidden
 from workbench.gui.widgets.export import announce_export, save_pixmap

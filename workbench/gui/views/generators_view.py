@@ -25,12 +25,12 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.generation import assessment, storage
 from workbench.core.generation.registry import generator_kinds
 from workbench.core.generation.training import train_with_reference
-from workbench.gui.colors import MISMATCH
-from workbench.gui.errors import report_error
-from workbench.gui.jobs import INTERACTIVE, IO, LONG
-from workbench.gui.keyed_jobs import KeyedJobs
-from workbench.gui.selection import Selection
-from workbench.gui.session import Session
+from workbench.gui.plotting.colors import MISMATCH
+from workbench.gui.widgets.error_dialog import report_error
+from workbench.gui.session.jobs import INTERACTIVE, IO, LONG
+from workbench.gui.session.keyed_jobs import KeyedJobs
+from workbench.gui.session.selection import Selection
+from workbench.gui.session.session import Session
 from workbench.gui.views.view_inputs import error_text
 from workbench.gui.widgets.empty_state import MessageOrContent, keep_space_when_hidden
 from workbench.gui.widgets.export import save_pixmap

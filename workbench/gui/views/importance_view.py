@@ -28,15 +28,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.core.ablation import ablation_check
+from workbench.core.importance.ablation import ablation_check
 from workbench.core.errors import WorkbenchError
-from workbench.core.gallery import explain, kept_items, neuron_gallery
-from workbench.gui.errors import report_error
-from workbench.gui.jobs import INTERACTIVE, Job
-from workbench.gui.keyed_jobs import KeyedJobs
-from workbench.gui.selection import Selection
-from workbench.gui.session import Session
-from workbench.gui.staged_paint import StagedPaint
+from workbench.core.importance.gallery import explain, kept_items, neuron_gallery
+from workbench.gui.widgets.error_dialog import report_error
+from workbench.gui.session.jobs import INTERACTIVE, Job
+from workbench.gui.session.keyed_jobs import KeyedJobs
+from workbench.gui.session.selection import Selection
+from workbench.gui.session.session import Session
+from workbench.gui.plotting.staged_paint import StagedPaint
 from workbench.gui.views.analysis_view import AnalysisView
 from workbench.gui.views.model_view import section_label
 from workbench.gui.views.view_inputs import error_text, fitted_on
@@ -86,7 +86,7 @@ class ImportanceView(AnalysisView):
     layer_picker_name = "layerPicker"
     layer_tip = "The layer whose neurons are ranked (the catalogue of the selected model)"
     layer_width = 230
-    remembered = ("m_box", "normalise", "opacity")  # kept in the project (gui/view_settings.py)
+    remembered = ("m_box", "normalise", "opacity")  # kept in the project (gui/session/view_settings.py)
 
     def __init__(self, session: Session, selection: Selection, parent: QWidget | None = None):
         super().__init__(session, selection, parent)

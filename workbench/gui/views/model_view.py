@@ -14,9 +14,9 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QPushButton, QSplitter,
                                QStackedWidget, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
-from workbench.gui.colors import ERROR_TEXT
-from workbench.gui.selection import Selection
-from workbench.gui.session import Session
+from workbench.gui.plotting.colors import ERROR_TEXT
+from workbench.gui.session.selection import Selection
+from workbench.gui.session.session import Session
 from workbench.gui.widgets.class_bars import ClassBars
 from workbench.gui.widgets.empty_state import EmptyState, MessageOrContent, keep_space_when_hidden
 from workbench.gui.widgets.export import ExportButton

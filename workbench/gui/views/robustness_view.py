@@ -49,11 +49,11 @@ from workbench.core.robustness.experiment_report import (
     experiment_series,
     strategy_title,
 )
-from workbench.gui.errors import report_error
-from workbench.gui.jobs import INTERACTIVE, LONG
-from workbench.gui.keyed_jobs import KeyedJobs
-from workbench.gui.selection import Selection
-from workbench.gui.session import Session
+from workbench.gui.widgets.error_dialog import report_error
+from workbench.gui.session.jobs import INTERACTIVE, LONG
+from workbench.gui.session.keyed_jobs import KeyedJobs
+from workbench.gui.session.selection import Selection
+from workbench.gui.session.session import Session
 from workbench.gui.views.robustness_panels import (
     OFFERED,
     QUICK_GRID,
@@ -94,7 +94,7 @@ def dataset_eps(dataset) -> tuple[float, str]:
 
 class RobustnessView(QWidget):
     open_model_requested = Signal()
-    # Kept in the project when the window closes (gui/view_settings.py); ε with the dataset it is for.
+    # Kept in the project when the window closes (gui/session/view_settings.py); ε with the dataset it is for.
     remembered = ("eps_box", "inputs_box", "strategy_box", "budget_box", "histogram.log_box",
                   "histogram.percent_box", "retrain.strategy_actions", "retrain.budgets_edit", "retrain.seeds_box",
                   "retrain.epochs_box", "retrain.paper_box", "converge.rounds_box", "converge.requirement_box",

@@ -15,11 +15,11 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox
                                QPushButton, QSpinBox, QStackedWidget, QVBoxLayout, QWidget)
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.models import architectures
-from workbench.gui.errors import report_error
-from workbench.gui.jobs import Job
-from workbench.gui.selection import Selection
-from workbench.gui.session import Session
+from workbench.core.models.architectures import architectures
+from workbench.gui.widgets.error_dialog import report_error
+from workbench.gui.session.jobs import Job
+from workbench.gui.session.selection import Selection
+from workbench.gui.session.session import Session
 from workbench.gui.widgets.empty_state import EmptyState
 from workbench.gui.widgets.export import ExportButton
 from workbench.gui.widgets.jobs_panel import format_seconds
@@ -28,7 +28,7 @@ from workbench.gui.widgets.training_curves import TrainingCurves
 
 class TrainingView(QWidget):
     trained = Signal(str)  # the new model's name, once it joined the project
-    remembered = ("epochs", "batch_size", "lr", "seed")  # kept in the project (gui/view_settings.py)
+    remembered = ("epochs", "batch_size", "lr", "seed")  # kept in the project (gui/session/view_settings.py)
 
     def __init__(self, session: Session, selection: Selection, parent: QWidget | None = None):
         super().__init__(parent)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from workbench.core.layers import WEIGHTED_TYPES, default_layer
+from workbench.core.models.layers import WEIGHTED_TYPES, default_layer
 
 
 def fitted_on(data) -> str:

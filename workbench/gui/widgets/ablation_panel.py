@@ -15,9 +15,9 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from workbench.core.ablation import CLEAR_DRAWS
-from workbench.gui.colors import MARKED, UNMARKED
-from workbench.gui.plot_style import cache_axes, set_tick_texts, show_grid
+from workbench.core.importance.ablation import CLEAR_DRAWS
+from workbench.gui.plotting.colors import MARKED, UNMARKED
+from workbench.gui.plotting.plot_style import cache_axes, set_tick_texts, show_grid
 from workbench.gui.widgets.empty_state import MessageOrContent
 
 

@@ -6,8 +6,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF
 
-from workbench.gui.colors import class_color
-from workbench.gui.plot_style import cache_axes, set_tick_texts, set_ticks, show_grid
+from workbench.gui.plotting.colors import class_color
+from workbench.gui.plotting.plot_style import cache_axes, set_tick_texts, set_ticks, show_grid
 from workbench.gui.widgets.view_labels import ViewLabels
 
 VALUE_GAP = 1.0  # % between a bar's end and its value

@@ -19,14 +19,14 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QCursor, QPalette, QPen
 from PySide6.QtWidgets import QApplication, QGraphicsRectItem, QToolTip
 
-from workbench.gui.colors import (
+from workbench.gui.plotting.colors import (
     BOTH_SETS,
     COUNT_COLORMAP,
     MARKED,
     NEVER_COVERABLE,
     UNCOVERED,
 )
-from workbench.gui.plot_style import cache_axes, fit_axis_title, keep_axis_title_whole
+from workbench.gui.plotting.plot_style import cache_axes, fit_axis_title, keep_axis_title_whole
 from workbench.gui.widgets.neuron_bars import ReadoutItem
 
 MIN_GRID_PX = 6  # cells narrower than this get no separating lines: they would hide the colours

@@ -17,8 +17,8 @@ from PySide6.QtWidgets import (
     QTableWidgetItem,
 )
 
-from workbench.gui.colors import MISMATCH
-from workbench.gui.coverage_choices import criterion_help, criterion_titles
+from workbench.gui.plotting.colors import MISMATCH
+from workbench.gui.session.coverage_choices import criterion_help, criterion_titles
 
 CRITERION_ROLE = Qt.ItemDataRole.UserRole + 1
 

@@ -127,7 +127,7 @@ class ExportButton(QToolButton):
             write(self.source(), path)
         except OSError as exc:
             from workbench.core.errors import WorkbenchError
-            from workbench.gui.errors import report_error
+            from workbench.gui.widgets.error_dialog import report_error
 
             report_error(self, WorkbenchError(f"Could not write {path}: {exc.strerror or exc}.",
                                               "Choose a folder you can write to.", details=repr(exc)))

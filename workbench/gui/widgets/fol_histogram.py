@@ -35,8 +35,8 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QWidget
 
 from workbench.core.robustness.scores import GRAD_L2_LABEL
-from workbench.gui.colors import CLASS_PALETTE
-from workbench.gui.plot_style import cache_axes, show_grid
+from workbench.gui.plotting.colors import CLASS_PALETTE
+from workbench.gui.plotting.plot_style import cache_axes, show_grid
 from workbench.gui.widgets.empty_state import fill, headed_stack
 from workbench.gui.widgets.export import ExportButton
 from workbench.gui.widgets.neuron_bars import ReadoutItem

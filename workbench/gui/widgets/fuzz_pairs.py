@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.gui.colors import MISMATCH, class_color
+from workbench.gui.plotting.colors import MISMATCH, class_color
 from workbench.gui.widgets.empty_state import fill, headed_stack, keep_space_when_hidden
 from workbench.gui.widgets.fol_histogram import GRAD_L2_LABEL, format_value
 from workbench.gui.widgets.relevance_overlay import relevance_lut, to_rgb_qimage

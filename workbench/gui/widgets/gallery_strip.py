@@ -19,7 +19,7 @@ from PySide6.QtCore import QRect, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QImage, QPainter, QPalette, QPen, QPixmap
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
-from workbench.gui.colors import MISMATCH, class_color
+from workbench.gui.plotting.colors import MISMATCH, class_color
 from workbench.gui.widgets.empty_state import MessageOrContent, keep_space_when_hidden
 from workbench.gui.widgets.relevance_overlay import overlay_image, symmetric_limit
 from workbench.gui.widgets.relevance_scale import RelevanceScale, limit_text

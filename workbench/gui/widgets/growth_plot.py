@@ -14,7 +14,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QColor
 
-from workbench.gui.plot_style import cache_axes, set_ticks, show_grid
+from workbench.gui.plotting.plot_style import cache_axes, set_ticks, show_grid
 from workbench.gui.widgets.neuron_bars import ReadoutItem
 
 

@@ -15,8 +15,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetrics
 
-from workbench.gui.colors import COUNT_COLORMAP
-from workbench.gui.plot_style import cache_axes, keep_axis_title_whole, set_tick_texts, set_ticks
+from workbench.gui.plotting.colors import COUNT_COLORMAP
+from workbench.gui.plotting.plot_style import cache_axes, keep_axis_title_whole, set_tick_texts, set_ticks
 from workbench.gui.widgets.view_labels import ViewLabels
 
 MAX_ANNOTATED_CELLS = 400  # up to 20×20 the numbers are still readable inside the cells

@@ -19,7 +19,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QCursor, QFont, QFontMetrics, QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QToolTip
 
-from workbench.gui.colors import MARKED
+from workbench.gui.plotting.colors import MARKED
 from workbench.gui.widgets.coverage_matrix import CoverageMatrix
 from workbench.gui.widgets.view_labels import ViewLabels
 

@@ -16,7 +16,7 @@ from PySide6.QtGui import QPixmap
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QSpinBox, QToolButton, QVBoxLayout,
                                QWidget)
 
-from workbench.gui.colors import MISMATCH
+from workbench.gui.plotting.colors import MISMATCH
 from workbench.gui.widgets.empty_state import MessageOrContent
 from workbench.gui.widgets.neuron_bars import NeuronBars
 from workbench.gui.widgets.relevance_overlay import overlay_image, symmetric_limit

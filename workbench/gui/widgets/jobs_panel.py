@@ -11,8 +11,8 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QProgressBar, QPushButton, QToolButton, QTreeWidget,
                                QTreeWidgetItem, QVBoxLayout, QWidget)
 
-from workbench.gui.colors import ERROR_TEXT
-from workbench.gui.jobs import CANCELLED, DONE, FAILED, QUEUED, RUNNING, Job, JobRunner
+from workbench.gui.plotting.colors import ERROR_TEXT
+from workbench.gui.session.jobs import CANCELLED, DONE, FAILED, QUEUED, RUNNING, Job, JobRunner
 
 COLUMNS = ["Job", "Progress", "Time", "Device", "Status", ""]
 PROGRESS_REDRAW_MS = 100

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 
-from workbench.gui.colors import CLASS_PALETTE
-from workbench.gui.plot_style import cache_axes, show_grid
+from workbench.gui.plotting.colors import CLASS_PALETTE
+from workbench.gui.plotting.plot_style import cache_axes, show_grid
 
 
 class LossCurves(pg.PlotWidget):

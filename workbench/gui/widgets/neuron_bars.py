@@ -14,8 +14,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QSizeF, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetrics
 
-from workbench.gui.colors import MARKED, UNMARKED
-from workbench.gui.plot_style import (cache_axes, fit_tick_text_height, fit_value_axis, lay_out_before_painting,
+from workbench.gui.plotting.colors import MARKED, UNMARKED
+from workbench.gui.plotting.plot_style import (cache_axes, fit_tick_text_height, fit_value_axis, lay_out_before_painting,
                                       set_ticks, show_grid)
 
 TICK_STEPS = (1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 5000)

@@ -18,7 +18,7 @@ from PySide6.QtCore import QPointF, QRect, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QImage, QPainter, QPen, QPixmap, QPolygonF
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
-from workbench.gui.colors import MISMATCH
+from workbench.gui.plotting.colors import MISMATCH
 
 ZOOM = 2  # screen pixels per image pixel unless `set_zoom` says otherwise
 PAD = 6

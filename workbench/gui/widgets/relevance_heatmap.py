@@ -22,8 +22,8 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFontMetrics, QPen
 from PySide6.QtWidgets import QGraphicsRectItem
 
-from workbench.gui.colors import EMPTY_CELL, MARKED, RELEVANCE_COLORMAP
-from workbench.gui.plot_style import (cache_axes, fit_axis_title, keep_axis_title_whole, lay_out_before_painting,
+from workbench.gui.plotting.colors import EMPTY_CELL, MARKED, RELEVANCE_COLORMAP
+from workbench.gui.plotting.plot_style import (cache_axes, fit_axis_title, keep_axis_title_whole, lay_out_before_painting,
                                       set_ticks)
 from workbench.gui.widgets.neuron_bars import NeuronBarsPlot, ReadoutItem, neuron_ticks
 from workbench.gui.widgets.relevance_overlay import symmetric_limit

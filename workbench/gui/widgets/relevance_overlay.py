@@ -14,7 +14,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtGui import QImage
 
-from workbench.gui.colors import RELEVANCE_COLORMAP
+from workbench.gui.plotting.colors import RELEVANCE_COLORMAP
 
 
 @lru_cache(maxsize=1)

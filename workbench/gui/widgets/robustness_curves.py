@@ -25,8 +25,8 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QGraphicsItem, QHBoxLayout, QLabel, QWidget
 
 from workbench.core.robustness.experiment_report import Series, metric_y_range
-from workbench.gui.colors import CLASS_PALETTE
-from workbench.gui.plot_style import show_grid
+from workbench.gui.plotting.colors import CLASS_PALETTE
+from workbench.gui.plotting.plot_style import show_grid
 from workbench.gui.widgets.empty_state import fill, headed_stack
 from workbench.gui.widgets.export import ExportButton
 from workbench.gui.widgets.fol_histogram import fit_legend, format_value, top_legend

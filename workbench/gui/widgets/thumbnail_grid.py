@@ -24,9 +24,9 @@ from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelInde
 from PySide6.QtGui import QColor, QFontMetrics, QImage, QPainter, QPalette, QPen, QPixmap
 from PySide6.QtWidgets import QAbstractItemView, QListView, QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
-from workbench.gui.colors import MISMATCH, class_color
-from workbench.gui.frame_paint import painting_frame
-from workbench.gui.staged_paint import STEP_MS
+from workbench.gui.plotting.colors import MISMATCH, class_color
+from workbench.gui.plotting.frame_paint import painting_frame
+from workbench.gui.plotting.staged_paint import STEP_MS
 
 CACHE_IMAGES = 8192  # about 6 MB of 28×28 grey thumbnails; far more than a screen shows
 CACHE_CELLS = 600  # drawn cells kept: a few screens' worth (at 84 px, about 20 MB)

@@ -1,0 +1,361 @@
+"""The plan: a model turned into nodes of its graph, each with its kind of relevance crossing
+(docs/methods/importance.md#propagation-through-other-layers)."""
+
+from __future__ import annotations
+
+import copy
+import operator
+import warnings
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.fx.node import map_aggregate
+
+from workbench.core.errors import WorkbenchError
+from workbench.core.models.layers import is_scripted, scripted_model_error
+from workbench.core.importance.lrp.propagation import AffineOp
+from workbench.core.importance.lrp.rules import LRP0, Composite, Epsilon
+
+# --- the plan: nodes of the model's graph --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A reference to the output of node `index` inside another node's arguments."""
+
+    index: int
+
+
+# How relevance crosses each kind of node (docs/methods/importance.md#propagation-through-other-layers):
+#   input     the model input
+#   constant  a tensor attribute of the model (relevance reaching it is absorbed, like a bias)
+#   affine    Linear / Conv (BatchNorm folded in) or an unfolded BatchNorm: the composite's rule
+#   pass      element-wise activations, Dropout, Identity, folded BatchNorm: R_in = R_out
+#   reshape   Flatten, view, reshape, …: R_in = R_out reshaped to the input's shape
+#   route     permutations, concatenation, winner-take-all max-pool: R_in = ∂z/∂a applied to R_out
+#   split     residual sums, average pooling, means: the proportional LRP-0 split a ⊙ ∂z/∂a · R/s(z)
+#   maxsplit  equal-split max-pool
+#   meta      size(), shape lookups: no tensors, no relevance
+GRAPH_KINDS = ("affine", "route", "split")
+
+
+@dataclass
+class Node:
+    name: str
+    kind: str
+    call: Callable | None
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+    what: str = ""              # the layer type, for messages
+    op: AffineOp | None = None
+    module: nn.Module | None = None
+    value: Any = None           # for constants
+
+    def inputs(self) -> list[int]:
+        found: list[int] = []
+        map_aggregate((self.args, self.kwargs),
+                      lambda v: found.append(v.index) if isinstance(v, Ref) and v.index not in found else None)
+        return found
+
+
+_PASS_MODULES = (nn.ReLU, nn.LeakyReLU, nn.ELU, nn.GELU, nn.SiLU, nn.Tanh, nn.Sigmoid, nn.Softplus, nn.ReLU6,
+                 nn.Hardtanh, nn.Mish, nn.SELU, nn.CELU, nn.PReLU, nn.Hardswish, nn.Hardsigmoid, nn.Softsign,
+                 nn.Tanhshrink, nn.Identity, nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.AlphaDropout)
+_RESHAPE_MODULES = (nn.Flatten, nn.Unflatten)
+_MAXPOOL_MODULES = (nn.MaxPool1d, nn.MaxPool2d)
+_ADAPTIVE_MAXPOOL_MODULES = (nn.AdaptiveMaxPool1d, nn.AdaptiveMaxPool2d)
+_AVGPOOL_MODULES = (nn.AvgPool1d, nn.AvgPool2d, nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d)
+_AFFINE_MODULES = (nn.Linear, nn.Conv1d, nn.Conv2d)
+_BATCHNORM_MODULES = (nn.BatchNorm1d, nn.BatchNorm2d)
+_SOFTMAX_MODULES = (nn.Softmax, nn.LogSoftmax)
+
+_PASS_FUNCTIONS = {torch.relu, F.relu, torch.sigmoid, F.sigmoid, torch.tanh, F.tanh, F.gelu, F.silu, F.elu,
+                   F.leaky_relu, F.relu6, F.hardtanh, F.softplus, F.mish, F.selu, F.celu, F.hardswish,
+                   F.hardsigmoid, F.dropout, F.dropout1d, F.dropout2d, F.alpha_dropout}
+_OUT_OF_PLACE = {torch.relu_: torch.relu, F.relu_: F.relu, operator.iadd: operator.add}
+_RESHAPE_FUNCTIONS = {torch.flatten, torch.reshape, torch.squeeze, torch.unsqueeze}
+_ROUTE_FUNCTIONS = {torch.cat, torch.concat, torch.permute, torch.transpose, F.max_pool1d, F.max_pool2d,
+                    F.adaptive_max_pool1d, F.adaptive_max_pool2d}
+_SPLIT_FUNCTIONS = {operator.add, torch.add, F.avg_pool1d, F.avg_pool2d, F.adaptive_avg_pool1d,
+                    F.adaptive_avg_pool2d, torch.mean, torch.sum}
+_META_FUNCTIONS = {getattr, operator.getitem, len}
+_SOFTMAX_FUNCTIONS = {torch.softmax, F.softmax, torch.log_softmax, F.log_softmax}
+_MAXPOOL_FUNCTIONS = {F.max_pool1d, F.max_pool2d, F.adaptive_max_pool1d, F.adaptive_max_pool2d}
+
+_PASS_METHODS = {"relu": "relu", "relu_": "relu", "sigmoid": "sigmoid", "sigmoid_": "sigmoid", "tanh": "tanh",
+                 "tanh_": "tanh", "clone": "clone"}
+_RESHAPE_METHODS = {"view", "reshape", "flatten", "squeeze", "unsqueeze", "contiguous", "view_as", "reshape_as"}
+_ROUTE_METHODS = {"permute", "transpose"}
+_SPLIT_METHODS = {"add": "add", "add_": "add", "mean": "mean", "sum": "sum"}
+_META_METHODS = {"size", "dim"}
+
+
+def _call_method(name: str, self_, *args, **kwargs):
+    return getattr(self_, name)(*args, **kwargs)
+
+
+def unsupported(name: str, what: str) -> WorkbenchError:
+    return WorkbenchError(
+        f"LRP cannot propagate relevance through layer {name!r} ({what}): no rule covers this layer type.",
+        "Supported: Linear, Conv1d/2d, element-wise activations, Flatten/reshape, Dropout, MaxPool, "
+        "AvgPool/AdaptiveAvgPool, BatchNorm, residual additions and concatenation. Replace or remove the "
+        "layer, or explain a model without it.")
+
+
+def _module_node(name: str, module: nn.Module, args: tuple, kwargs: dict, composite: Composite) -> Node:
+    what = type(module).__name__
+    kind = type(module)
+    if kind in _AFFINE_MODULES:
+        return _affine_node(name, module, args, composite)
+    if kind in _BATCHNORM_MODULES:  # folded into the layer before, or made an affine map, by finish_plan
+        return Node(name, "batchnorm", None, args, kwargs, what, module=module)
+    if getattr(module, "inplace", False):  # an in-place activation would overwrite an output the relevance pass needs
+        module = copy.copy(module)
+        module.inplace = False
+    if kind in _PASS_MODULES:
+        return Node(name, "pass", module, args, kwargs, what, module=module)
+    if kind in _RESHAPE_MODULES:
+        return Node(name, "reshape", module, args, kwargs, what, module=module)
+    if kind in _MAXPOOL_MODULES or kind in _ADAPTIVE_MAXPOOL_MODULES:
+        if getattr(module, "return_indices", False):
+            raise WorkbenchError(f"LRP cannot follow max-pool layer {name!r}: it returns indices.",
+                                 "Set return_indices=False in the explained model.")
+        if composite.maxpool == "equal-split":
+            if kind in _ADAPTIVE_MAXPOOL_MODULES:
+                raise WorkbenchError(f"The equal-split max-pool variant does not cover {what} layer {name!r}.",
+                                     "Use the winner-take-all variant for this model.")
+            return Node(name, "maxsplit", module, args, kwargs, what, module=module)
+        return Node(name, "route", module, args, kwargs, what, module=module)
+    if kind in _AVGPOOL_MODULES:
+        return Node(name, "split", module, args, kwargs, what, module=module)
+    if kind in _SOFTMAX_MODULES:
+        return Node(name, "softmax", module, args, kwargs, what, module=module)
+    raise unsupported(name, what)
+
+
+def _affine_node(name: str, module: nn.Module, args: tuple, composite: Composite) -> Node:
+    what = type(module).__name__
+    weight = module.weight.detach().clone()
+    bias = module.bias.detach().clone() if module.bias is not None else None
+    if isinstance(module, nn.Linear):
+        return Node(name, "affine", None, args, {}, what, op=AffineOp(F.linear, weight, bias, -1, composite.dense),
+                     module=module)
+    if module.padding_mode != "zeros":
+        raise WorkbenchError(f"LRP cannot follow {what} layer {name!r} with padding_mode={module.padding_mode!r}.",
+                             "Only zero padding is supported; use padding_mode='zeros'.")
+    conv = F.conv1d if isinstance(module, nn.Conv1d) else F.conv2d
+    call = partial(_conv_call, conv, module.stride, module.padding, module.dilation, module.groups)
+    return Node(name, "affine", None, args, {}, what, op=AffineOp(call, weight, bias, 1, composite.conv),
+                 module=module)
+
+
+def _conv_call(conv, stride, padding, dilation, groups, x, weight, bias):
+    return conv(x, weight, bias, stride, padding, dilation, groups)
+
+
+def _batchnorm_scale(name: str, bn: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
+    """`k = γ/√(σ²+eps)` and `β − kμ` of a BatchNorm in eval mode
+    (docs/methods/importance.md#propagation-through-other-layers)."""
+    if bn.running_mean is None or bn.running_var is None:
+        raise WorkbenchError(f"BatchNorm layer {name!r} keeps no running statistics, so it is not a fixed affine map.",
+                             "LRP needs BatchNorm with track_running_stats=True (the default) in eval mode.")
+    var, mean = bn.running_var.detach(), bn.running_mean.detach()
+    gamma = bn.weight.detach() if bn.weight is not None else torch.ones_like(var)
+    beta = bn.bias.detach() if bn.bias is not None else torch.zeros_like(mean)
+    k = gamma / torch.sqrt(var + bn.eps)
+    return k, beta - k * mean
+
+
+def _batchnorm_op(name: str, bn: nn.Module, composite: Composite) -> AffineOp:
+    """A BatchNorm not after a Conv/Linear: the map `k·x + (β − kμ)` under LRP-0/ε, with a warning
+    (docs/methods/importance.md#propagation-through-other-layers)."""
+    warnings.warn(f"BatchNorm layer {name!r} does not follow a Conv/Linear layer, so it cannot be folded; "
+                  "LRP treats it as the element-wise affine map k·x + (β − kμ) with the LRP-0/ε rule.",
+                  stacklevel=3)
+    k, shift = _batchnorm_scale(name, bn)
+    rule = composite.dense if isinstance(composite.dense, Epsilon) else LRP0(composite.dense.bias_in_denominator)
+    return AffineOp(_diagonal_call, k.clone(), shift.clone(), 1, rule)
+
+
+def _diagonal_call(x, weight, bias):
+    shape = [1] * x.dim()
+    shape[1] = -1
+    out = x * weight.view(shape)
+    return out + bias.view(shape) if bias is not None else out
+
+
+def _fold_batchnorm(node: Node, name: str, bn: nn.Module) -> None:
+    """Fold a BatchNorm into the Conv/Linear before it: `W' = k·W`, `b' = k·(b − μ) + β`
+    (docs/methods/importance.md#propagation-through-other-layers)."""
+    k, shift = _batchnorm_scale(name, bn)
+    op = node.op
+    weight = op.weight * k.view(-1, *([1] * (op.weight.dim() - 1)))
+    bias = shift + (k * op.bias if op.bias is not None else 0)
+    call = op.call
+    if op.channel_dim == -1:  # a BatchNorm1d normalises dim 1, which is the Linear's output only for (N, F)
+        call = partial(_linear_2d_only, node.name)
+    node.op = AffineOp(call, weight, bias, op.channel_dim, op.rule)
+    node.what += f"+{type(bn).__name__}"
+
+
+def _linear_2d_only(name, x, weight, bias):
+    if x.dim() != 2:
+        raise WorkbenchError(f"Layer {name!r} is a Linear layer folded with a BatchNorm1d, which LRP supports "
+                             f"only on (N, features) inputs; it got {x.dim()} dimensions.",
+                             "Explain a model whose Linear+BatchNorm1d pairs see flat inputs.")
+    return F.linear(x, weight, bias)
+
+
+def _function_node(name: str, fn, args: tuple, kwargs: dict, composite: Composite) -> Node:
+    what = getattr(fn, "__name__", repr(fn))
+    fn = _OUT_OF_PLACE.get(fn, fn)
+    if "inplace" in kwargs:
+        kwargs = {**kwargs, "inplace": False}
+    if fn in _MAXPOOL_FUNCTIONS and composite.maxpool == "equal-split":
+        raise WorkbenchError(f"The equal-split max-pool variant does not cover the functional max-pool {name!r}.",
+                             "Use an nn.MaxPool module in the model, or the winner-take-all variant.")
+    if fn in _PASS_FUNCTIONS:
+        return Node(name, "pass", fn, args, kwargs, what)
+    if fn in _RESHAPE_FUNCTIONS:
+        return Node(name, "reshape", fn, args, kwargs, what)
+    if fn in _ROUTE_FUNCTIONS:
+        return Node(name, "route", fn, args, kwargs, what)
+    if fn in _SPLIT_FUNCTIONS:
+        if fn is torch.add and kwargs.get("alpha", 1) != 1:
+            raise unsupported(name, "torch.add with alpha ≠ 1")
+        return Node(name, "split", fn, args, kwargs, what)
+    if fn in _META_FUNCTIONS:
+        return Node(name, "meta", fn, args, kwargs, what)
+    if fn in _SOFTMAX_FUNCTIONS:
+        return Node(name, "softmax", fn, args, kwargs, what)
+    raise unsupported(name, f"function {what}")
+
+
+def _method_node(name: str, method: str, args: tuple, kwargs: dict) -> Node:
+    what = f"Tensor.{method}"
+    if method in _PASS_METHODS:
+        return Node(name, "pass", partial(_call_method, _PASS_METHODS[method]), args, kwargs, what)
+    if method in _RESHAPE_METHODS:
+        return Node(name, "reshape", partial(_call_method, method), args, kwargs, what)
+    if method in _ROUTE_METHODS:
+        return Node(name, "route", partial(_call_method, method), args, kwargs, what)
+    if method in _SPLIT_METHODS:
+        return Node(name, "split", partial(_call_method, _SPLIT_METHODS[method]), args, kwargs, what)
+    if method in _META_METHODS:
+        return Node(name, "meta", partial(_call_method, method), args, kwargs, what)
+    if method in ("softmax", "log_softmax"):
+        return Node(name, "softmax", partial(_call_method, method), args, kwargs, what)
+    raise unsupported(name, what)
+
+
+def is_plain_sequential(model: nn.Module) -> bool:
+    return type(model) is nn.Sequential and all(
+        not list(child.children()) or is_plain_sequential(child) for child in model.children())
+
+
+def _sequential_leaves(model: nn.Module, prefix: str = "") -> list[tuple[str, nn.Module]]:
+    leaves = []
+    for name, child in model.named_children():
+        full = f"{prefix}{name}"
+        leaves.extend(_sequential_leaves(child, full + ".") if list(child.children()) else [(full, child)])
+    return leaves
+
+
+def sequential_plan(model: nn.Module, composite: Composite) -> tuple[list[Node], int]:
+    """An `nn.Sequential` (possibly nested): its leaf layers in order, each fed by the one before."""
+    nodes = [Node("input", "input", None, (), {}, "input")]
+    for name, module in _sequential_leaves(model):
+        nodes.append(_module_node(name, module, (Ref(len(nodes) - 1),), {}, composite))
+    return nodes, len(nodes) - 1
+
+
+def fx_plan(model: nn.Module, composite: Composite) -> tuple[list[Node], int]:
+    """Any other model through `torch.fx` symbolic tracing (residual networks;
+    docs/methods/importance.md#layer-wise-relevance-propagation)."""
+    if is_scripted(model):
+        raise scripted_model_error()
+    try:
+        graph = torch.fx.symbolic_trace(model).graph
+    except Exception as exc:
+        raise WorkbenchError(
+            f"LRP cannot follow this model: it is not an nn.Sequential and torch.fx cannot trace it "
+            f"({type(exc).__name__}: {exc}).",
+            "Express the model as an nn.Sequential, or remove data-dependent control flow from its forward().",
+            details=repr(exc)) from exc
+    nodes: list[Node] = []
+    index: dict[Any, int] = {}
+    output = None
+
+    def ref(arg):
+        return Ref(index[arg]) if isinstance(arg, torch.fx.Node) else arg
+
+    for fx_node in graph.nodes:
+        args, kwargs = map_aggregate(fx_node.args, ref), map_aggregate(fx_node.kwargs, ref)
+        if fx_node.op == "placeholder":
+            if any(n.kind == "input" for n in nodes):
+                raise WorkbenchError("LRP explains models with one input; this model takes several.",
+                                     "Wrap the model so that it takes a single image tensor.")
+            node = Node("input", "input", None, (), {}, "input")
+        elif fx_node.op == "get_attr":
+            value = _attribute(model, fx_node.target)
+            node = Node(fx_node.name, "constant", None, (), {}, "attribute",
+                         value=value.detach() if isinstance(value, torch.Tensor) else value)
+        elif fx_node.op == "call_module":
+            node = _module_node(fx_node.target, model.get_submodule(fx_node.target), args, kwargs, composite)
+        elif fx_node.op == "call_function":
+            node = _function_node(fx_node.name, fx_node.target, args, kwargs, composite)
+        elif fx_node.op == "call_method":
+            node = _method_node(fx_node.name, fx_node.target, args, kwargs)
+        elif fx_node.op == "output":
+            if not isinstance(args[0], Ref):
+                raise WorkbenchError("LRP explains models that return one tensor of logits; this one returns "
+                                     f"{type(fx_node.args[0]).__name__}.",
+                                     "Wrap the model so that forward() returns only the logits.")
+            output = args[0].index
+            continue
+        else:
+            raise unsupported(fx_node.name, fx_node.op)
+        index[fx_node] = len(nodes)
+        nodes.append(node)
+    return nodes, output
+
+
+def _attribute(model: nn.Module, target: str):
+    obj = model
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def node_users(nodes: list[Node]) -> list[list[int]]:
+    users: list[list[int]] = [[] for _ in nodes]
+    for i, node in enumerate(nodes):
+        for j in node.inputs():
+            users[j].append(i)
+    return users
+
+
+def finish_plan(nodes: list[Node], output: int, composite: Composite) -> tuple[list[Node], int]:
+    """Strip a trailing softmax, fold BatchNorm into the layer before, refuse softmax elsewhere."""
+    users = [[u for u in us if nodes[u].kind != "meta"] for us in node_users(nodes)]  # size() calls do not count
+    while nodes[output].kind == "softmax" and len(nodes[output].inputs()) == 1:
+        # relevance starts from the logits, not probabilities (docs/methods/importance.md#starting-relevance)
+        output = nodes[output].inputs()[0]
+    for i, node in enumerate(nodes[:output + 1]):
+        if node.kind == "softmax":
+            raise WorkbenchError(f"LRP cannot propagate through softmax layer {node.name!r} inside the model.",
+                                 "Only a softmax at the very end is allowed (it is skipped: LRP starts from logits).")
+        if node.kind == "batchnorm":
+            inputs = node.inputs()
+            before = nodes[inputs[0]] if len(inputs) == 1 else None
+            if before is not None and before.kind == "affine" and type(before.module) in _AFFINE_MODULES \
+                    and len(users[inputs[0]]) == 1 and "+" not in before.what:
+                _fold_batchnorm(before, node.name, node.module)
+                node.kind = "pass"  # with no call: the folded layer before already applied it
+            else:
+                node.kind, node.op = "affine", _batchnorm_op(node.name, node.module, composite)
+    return nodes, output

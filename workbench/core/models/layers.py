@@ -1,0 +1,132 @@
+"""The layer catalogue of a model, read off one dry run with forward hooks.
+
+A neuron is one output unit of a layer; for a layer with a spatial output (N, C, H, W) a neuron is a
+channel, as in DeepImportance. For each Conv/Linear layer the catalogue also names the element-wise
+activation applied right after it, so activations can be taken before or after that function.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from workbench.core.errors import WorkbenchError
+from workbench.core.models.hooks import own_thread
+
+WEIGHTED_TYPES = ("Conv1d", "Conv2d", "Conv3d", "Linear")
+ELEMENTWISE = ("ReLU", "LeakyReLU", "ELU", "GELU", "SiLU", "Sigmoid", "Tanh", "Softplus", "ReLU6", "Hardtanh")
+
+
+def scripted_model_error() -> WorkbenchError:
+    """What a TorchScript model can and cannot do here, said once for every job that cannot use it.
+
+    A scripted module takes no Python forward hooks and hides its graph from torch.fx, so nothing that
+    reads a layer's activations or relevance can look inside it, and a copy of it cannot be fine-tuned;
+    its outputs and input gradients are all that evaluation, attacks and the FOL and uncertainty
+    scores need."""
+    return WorkbenchError(
+        "This is a TorchScript model: it can be run and differentiated, but not looked inside or trained "
+        "here, so importance, coverage, ablation, galleries, the coverage-greedy baseline and retraining "
+        "cannot use it. Evaluation, attacks, FOL, the uncertainty scores and selection by them work with it.",
+        "For the others, load its weights as a state_dict with their architecture (--model weights.pt "
+        "--arch NAME), or save the model with torch.export (.pt2).")
+
+
+def is_scripted(module) -> bool:
+    import torch
+
+    return isinstance(module, torch.jit.ScriptModule)
+
+
+@dataclass
+class LayerInfo:
+    name: str
+    type: str
+    output_shape: tuple[int, ...]  # without the batch dimension
+    neurons: int
+    parameters: int
+    activation: str | None = None  # the module after which the block's activation has been applied
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["output_shape"] = list(self.output_shape)
+        return d
+
+
+def neuron_count(shape: tuple[int, ...]) -> int:
+    """Channels for (C, H, W) outputs, features for (F,), elements otherwise."""
+    if len(shape) == 3:
+        return int(shape[0])
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n
+
+
+def layer_catalogue(module, input_shape: tuple[int, int, int]) -> list[LayerInfo]:
+    """Every leaf layer in execution order with its output shape and neuron count."""
+    import torch
+
+    if is_scripted(module):
+        raise scripted_model_error()
+    leaves = [(n, m) for n, m in module.named_modules() if n and not list(m.children())]
+    seen: list[tuple[str, object, tuple]] = []
+    handles = []
+    try:
+        for name, m in leaves:
+            handles.append(m.register_forward_hook(own_thread(
+                lambda mod, inp, out, name=name: seen.append((name, mod, tuple(out.shape[1:])))
+                if isinstance(out, torch.Tensor) else None)))
+    except RuntimeError as exc:  # a module that takes no Python hooks
+        for h in handles:
+            h.remove()
+        raise WorkbenchError(f"The model's layers cannot be read: {exc}",
+                             "Load its weights as a state_dict with their architecture instead.") from exc
+    try:
+        with torch.no_grad():
+            weight = next(module.parameters(), None)  # dry-run on the model's own device and dtype
+            kind = {"device": weight.device, "dtype": weight.dtype} if weight is not None else {}
+            module(torch.zeros((1, *input_shape), **kind))
+    except Exception as exc:
+        raise WorkbenchError(f"The model does not accept inputs of shape {tuple(input_shape)}: {exc}",
+                             "Check the model's input shape against the dataset's image shape.") from exc
+    finally:
+        for h in handles:
+            h.remove()
+    catalogue = []
+    for i, (name, mod, shape) in enumerate(seen):
+        info = LayerInfo(name, type(mod).__name__, shape, neuron_count(shape),
+                         sum(p.numel() for p in mod.parameters(recurse=False)))
+        if info.type not in ELEMENTWISE:
+            info.activation = _block_output(seen, i)
+        catalogue.append(info)
+    return catalogue
+
+
+def _block_output(seen: list, i: int) -> str | None:
+    """The module whose output is layer i's "post" value: the last of the BatchNorm and element-wise
+    modules that follow it at the same shape, when one of them is an activation (the block output
+    after any BN and activation, docs/methods/importance.md#neurons-and-their-values); None when no
+    activation follows."""
+    shape, last, activated = seen[i][2], None, False
+    for name, mod, out_shape in seen[i + 1:]:
+        kind = type(mod).__name__
+        if out_shape != shape or not (kind in ELEMENTWISE or kind.startswith("BatchNorm")):
+            break
+        last, activated = name, activated or kind in ELEMENTWISE
+    return last if activated else None
+
+
+def find_layer(catalogue: list[LayerInfo], name: str) -> LayerInfo:
+    for layer in catalogue:
+        if layer.name == name:
+            return layer
+    raise WorkbenchError(f"The model has no layer {name!r}.",
+                         f"Valid layers: {', '.join(l.name for l in catalogue)}.")
+
+
+def default_layer(catalogue: list[LayerInfo]) -> str | None:
+    """The layer importance and IDC study when none is named: the last Conv/Linear layer before the
+    output layer (LeNet-5 fc2, LeNet-1 conv2); None when the model has no such layer
+    (docs/methods/idc.md#subject-layer)."""
+    weighted = [layer.name for layer in catalogue if layer.type in WEIGHTED_TYPES]
+    return weighted[-2] if len(weighted) >= 2 else None
