@@ -52,7 +52,7 @@ def main() -> int:
     from workbench.core.execution.jobs import JobContext
     from workbench.core.models.model_io import load_model
     from workbench.core.project.folder import Project
-    from workbench.core.testsets import resolve
+    from workbench.core.labeling.labelled_sets import resolve
 
     torch.set_num_threads(os.cpu_count() or 1)
     folder = Path(tempfile.mkdtemp(prefix="bench-compare-")) / "project"

@@ -1,6 +1,8 @@
 """The layers are enforced: core never imports the GUI, the CLI or Qt; the CLI imports the GUI only
-to launch it; widgets never import views; no module imports another's private names; and no
-modules form an import cycle (deferred imports inside functions count: a cycle is a cycle).
+to launch it; inside core and inside the GUI, a package imports only packages on a floor below its own
+(`FLOORS`: a dependency points from the more specific concept to the more general one); no module
+imports another's private names; and no modules form an import cycle (deferred imports inside
+functions count: a cycle is a cycle). At most `MAX_LOOSE` modules sit directly in core and in gui.
 
 The contract reads the source with `ast`, so it sees every import, also those that run only in a
 branch, and needs no Qt. A second test checks that it does catch a cycle introduced on purpose.
@@ -23,6 +25,35 @@ FORBIDDEN = (
     ("workbench.gui.widgets", "workbench.gui.views", ()),
     ("workbench.gui", "workbench.cli", ()),
 )
+
+
+#: Each layer's floors, the most general first: a module may import its own package and the packages of
+#: the floors below; packages on one floor know nothing of each other. A name is a package or a module
+#: directly in the layer.
+FLOORS = {
+    "core": [
+        ("errors",),
+        ("files", "sampling", "resources"),  # what every concept uses
+        ("project",),  # the project folder and its artifact store
+        ("execution",),  # jobs: their context, the worker process, shards, Ray
+        ("data",),
+        ("models",),
+        ("importance", "testsets"),
+        ("labeling",),  # labels test sets; resolves the human-validated subsets of a set's name
+        ("coverage",),
+        ("generation", "robustness"),
+        ("comparison",),
+        ("plugins", "artifact_labels"),  # what knows every registry, every kind of result
+    ],
+    "gui": [
+        ("plotting",),
+        ("session",),
+        ("widgets",),
+        ("views",),
+        ("shell",),
+    ],
+}
+MAX_LOOSE = 8  # modules directly in core and in gui, `__init__` included
 
 
 def module_name(root: Path, path: Path) -> str:
@@ -110,9 +141,42 @@ def _inside(module: str, prefix: str) -> bool:
     return module == prefix or module.startswith(prefix + ".")
 
 
+def floor_of(module: str) -> tuple[str, int, str] | None:
+    """(layer, floor, unit) of a module inside a layer with floors; None for the layer's own `__init__` and
+    for a package or module that is on no floor."""
+    parts = module.split(".")
+    if len(parts) < 3 or parts[1] not in FLOORS:
+        return None
+    for floor, units in enumerate(FLOORS[parts[1]]):
+        if parts[2] in units:
+            return parts[1], floor, parts[2]
+    return None  # on no floor: `test_the_tree_shows_the_concepts` says so
+
+
+def floor_violations(edges: dict[str, set[str]]) -> list[str]:
+    problems = []
+    for mod, targets in sorted(edges.items()):
+        here = floor_of(mod)
+        if here is None:
+            continue
+        for target in sorted(targets):
+            there = floor_of(target)
+            if there is None or there[0] != here[0] or there[2] == here[2]:
+                continue
+            if there[1] >= here[1]:
+                side = "beside" if there[1] == here[1] else "above"
+                problems.append(f"{mod} imports {target} ({there[2]} is {side} {here[2]} in {here[0]})")
+    return problems
+
+
+def loose_modules(root: Path, layer: str) -> list[str]:
+    return sorted(p.name for p in (root / layer).glob("*.py"))
+
+
 def violations(root: Path) -> list[str]:
     edges, external, private = import_graph(root)
     problems = [f"private name imported across modules: {p}" for p in private]
+    problems += floor_violations(edges)
     for mod, targets in edges.items():
         for importer, imported, allowed in FORBIDDEN:
             if _inside(mod, importer) and mod not in allowed:
@@ -126,6 +190,27 @@ def violations(root: Path) -> list[str]:
 
 def test_the_layers_hold():
     assert violations(ROOT) == []
+
+
+@pytest.mark.parametrize("layer", sorted(FLOORS))
+def test_the_tree_shows_the_concepts(layer):
+    """Modules live in the package of their concept: few sit loose in a layer, and every package is on a floor."""
+    assert len(loose_modules(ROOT, layer)) <= MAX_LOOSE, loose_modules(ROOT, layer)
+    for path in sorted((ROOT / layer).iterdir()):
+        if path.suffix == ".py" and path.stem != "__init__" or (path / "__init__.py").is_file():
+            assert floor_of(f"workbench.{layer}.{path.stem}") is not None, \
+                f"{path.stem} is on no floor: add it to FLOORS[{layer!r}]"
+
+
+def test_an_import_from_a_floor_above_or_beside_is_caught():
+    edges = {"workbench.core.data.dataset": {"workbench.core.models.layers", "workbench.core.errors"},
+             "workbench.core.testsets": {"workbench.core.importance.lrp.rules", "workbench.core.data.dataset"},
+             "workbench.core.coverage.idc": {"workbench.core.coverage.protocol", "workbench.core.labeling.study"},
+             "workbench.gui.widgets.heatmap": {"workbench.gui.shell.app", "workbench.gui.plotting.colors"}}
+    assert floor_violations(edges) == [
+        "workbench.core.data.dataset imports workbench.core.models.layers (models is above data in core)",
+        "workbench.core.testsets imports workbench.core.importance.lrp.rules (importance is beside testsets in core)",
+        "workbench.gui.widgets.heatmap imports workbench.gui.shell.app (shell is above widgets in gui)"]
 
 
 def test_the_contract_catches_what_it_forbids(tmp_path):

@@ -131,7 +131,7 @@ def cmd_compare(args) -> int:
 
 def cmd_combine(args) -> int:
     from workbench.core.comparison.set_algebra import recipe, save_combination, save_new_items
-    from workbench.core.testsets import resolve
+    from workbench.core.labeling.labelled_sets import resolve
 
     project = _project(args, needed=True)
     names = parse_list(args.testsets, "--testsets")

@@ -170,7 +170,7 @@ def cmd_coverage(args) -> int:
     from workbench.core.project.folder import SETTINGS, Project
     from workbench.core.sampling import seeded_sample
     from workbench.core.project.staging import run_staged
-    from workbench.core.testsets import resolve
+    from workbench.core.labeling.labelled_sets import resolve
     from workbench.core.models.training import check_compatible
 
     started = time.monotonic()

@@ -203,7 +203,7 @@ def _fol_source(args, dataset, project):
     """What `fol` scores: {"kind": "split"|"pool"|"testset", "name", "split" (a test set), "x_adv" (pre-made
     inputs, for a stored pool), "x0", "eps", "loss_mode"}. A stored pool or fuzzer test set with a
     source index scores its own inputs against their clean inputs of the split it came from."""
-    from workbench.core.testsets import resolve
+    from workbench.core.labeling.labelled_sets import resolve
 
     if args.testset and args.split:
         raise error("--testset and --split both name what to score.", "Give one of them.")

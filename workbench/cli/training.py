@@ -90,7 +90,7 @@ def cmd_evaluate(args) -> int:
         project.ensure_writable()
     split = args.split
     if with_subset(args, split) != split:  # a subset of the split, by --first, --indices or --class
-        from workbench.core.testsets import resolve
+        from workbench.core.labeling.labelled_sets import resolve
 
         split = resolve(project, with_subset(args, split), dataset, model=model, download=args.download)
     result, device = run_job(args, lambda ctx: evaluate(ctx, model, dataset, split))

@@ -73,7 +73,7 @@ def _score_names(text: str) -> list[str]:
 
 def cmd_uncertainty(args) -> int:
     from workbench.core.robustness.scores import softmax_probabilities, uncertainty_summary
-    from workbench.core.testsets import resolve
+    from workbench.core.labeling.labelled_sets import resolve
 
     started = time.monotonic()
     if args.testset and args.split:

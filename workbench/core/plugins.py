@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from workbench.core.data.registry import DatasetEntry, register_dataset
+from workbench.core.execution.jobs import FILE_MODULE_PREFIX, JobContext, device_description, share_cores
 from workbench.core.models.architectures import Architecture, register_architecture
 from workbench.core.resources import source_plugins_dir
 
@@ -192,7 +193,7 @@ def _candidates(folder: Path) -> list[Path]:
                   if (p.suffix == ".py" and not p.name.startswith("_")) or (p / "__init__.py").exists())
 
 
-MODULE_PREFIX = "workbench_plugin_"  # the name of a plugin's module, loaded from its file
+MODULE_PREFIX = FILE_MODULE_PREFIX  # the name of a plugin's module, loaded from its file
 
 
 def _import_file(path: Path):
@@ -268,3 +269,22 @@ def load_plugins(force: bool = False) -> list[PluginReport]:
         _register(ep.name, f"entry point {ep.value}", ep.load)
     _LOADED = True
     return list(_REPORTS)
+
+
+@dataclass
+class StartupReport:
+    device: str
+    plugins: list = field(default_factory=list)  # PluginReport per plugin
+
+
+def warm_up(ctx: JobContext) -> StartupReport:
+    """Pick the device, share the cores and load plugins: a GUI's first job, off its UI thread (the
+    application has imported PyTorch behind its splash screen by then; a window opened without it,
+    as in the tests, imports it here)."""
+    ctx.progress(0, 2, "PyTorch and the device")
+    device = device_description(ctx.device)
+    share_cores()
+    ctx.progress(1, 2, "loading plugins")
+    reports = load_plugins()
+    ctx.progress(2, 2, "ready")
+    return StartupReport(device, reports)

@@ -5,8 +5,9 @@ where its inputs come from, optional per-input columns and stable input ids. Its
 
 - a dataset split (`fashion-mnist:test`);
 - a subset of another set, by a rule: `first=N`, `class=C`, `sample=N seed=S`, `indices=…`,
-  `correct` or `misclassified` (for a model), or a human-validated subset: `valid`,
-  `valid-preserving` or `valid-misbehaviours` (from the project's label store, see `labeling.validated`);
+  `correct` or `misclassified` (for a model) — and, resolved by `labeling.labelled_sets`, which knows
+  both test sets and labels, the human-validated subsets `valid`, `valid-preserving` and
+  `valid-misbehaviours` of a labelled set;
 - a stored artifact of the project: an attack pool, `fp_test`, fuzzer tests, a selection — and
   any future kind that stores images `x` and labels `y`.
 
@@ -14,8 +15,9 @@ Input ids survive reopening and copying a project: a split's inputs are `DATASET
 stored set's are the ids stored with it, or else derived from each input's pixels (so the same
 file gives the same ids wherever it is). A subset keeps the ids of its parent.
 
-`resolve(project, text)` turns what a user typed or picked into a test set, for the CLI and the GUI
-alike; `NAME[rule]` takes a subset of any set, e.g. `fashion-mnist:test[misclassified]`.
+`resolve(project, text)` turns a name into a test set; `NAME[rule]` takes a subset of any set, e.g.
+`fashion-mnist:test[misclassified]`. What a user typed or picked goes through `labeling.labelled_sets.resolve`,
+which adds the human-validated subsets.
 """
 
 from __future__ import annotations
@@ -28,12 +30,25 @@ import numpy as np
 
 from workbench.core.data.dataset import Dataset, Split, as_image_array, as_labels
 from workbench.core.errors import WorkbenchError
-from workbench.core.labeling.study import SUBSETS as HUMAN_SUBSETS
-
-SUBSET_RULES = ("first", "class", "sample", "indices", "correct", "misclassified", *HUMAN_SUBSETS)
+from workbench.core.project.store import text_column
+SUBSET_RULES = ("first", "class", "sample", "indices", "correct", "misclassified")
+MAX_SUBSET_DEPTH = 8  # subsets of subsets deeper than this are a loop or should be stored
+#: The GenAI-TIG benchmark's name of the tool that made a generated input, by the input's `kind` column (the
+#: benchmark files' TOOL column); a kind it does not name goes by its own name.
+BENCHMARK_TOOLS = {"vae": "vae", "gan": "gan", "diffusion": "dm"}
 #: Arrays of a stored test set that are not per-input columns.
 RESERVED_ARRAYS = ("x", "y", "images", "labels", "ids")
 _SUBSET = re.compile(r"^(?P<base>.+)\[(?P<rule>[^\[\]]*)\]$")
+
+
+def split_subset(text: str, depth: int = 0) -> tuple[str, str] | None:
+    """'NAME[rule]' → ('NAME', 'rule'); None for a name without a rule. `depth` counts the subsets already
+    taken on the way here: past `MAX_SUBSET_DEPTH` the name is refused."""
+    if depth > MAX_SUBSET_DEPTH:
+        raise WorkbenchError(f"Test set {text!r} is defined through too many subsets (or a loop).",
+                             "Store the subset with its images instead.")
+    match = _SUBSET.match(text.strip())
+    return (match["base"], match["rule"]) if match else None
 
 
 @dataclass(frozen=True)
@@ -100,6 +115,13 @@ class TestSet(Split):
 
     def describe(self) -> str:
         return f"{self.name}: {len(self):,} inputs, {self.source.describe()}"
+
+    def tools(self) -> np.ndarray:
+        """The tool that made each input, by the benchmark's name of the generator kind that made it ('' for
+        every input of a set that was not generated)."""
+        if "kind" not in self.columns:
+            return np.full(len(self), "", dtype=object)
+        return np.array([BENCHMARK_TOOLS.get(kind, kind) for kind in text_column(self.columns["kind"])], dtype=object)
 
     def subset(self, indices, rule: str = "", name: str | None = None) -> "TestSet":
         """The inputs at `indices` (in that order), with their ids and columns, as a subset."""
@@ -209,8 +231,9 @@ def _rule_options(rule: str) -> tuple[str, dict[str, str]]:
     how = parts[0].partition("=")[0].strip().lower()
     if how not in SUBSET_RULES:
         raise WorkbenchError(f"Unknown subset rule {how!r}.",
-                             "Use first=N, class=C, sample=N seed=S, indices=1,2,5-9, correct, misclassified, "
-                             f"or a human-validated subset: {', '.join(HUMAN_SUBSETS)}.")
+                             "Use first=N, class=C, sample=N seed=S, indices=1,2,5-9, correct or misclassified; "
+                             "a labelled set also has its human-validated subsets: valid, valid-preserving, "
+                             "valid-misbehaviours.")
     return how, options
 
 
@@ -252,9 +275,8 @@ def _class_indices(text: str, testset: TestSet) -> np.ndarray:
     return np.flatnonzero(np.isin(testset.labels, wanted)).astype(np.int64)
 
 
-def apply_rule(testset: TestSet, rule: str, model=None, ctx=None, project=None) -> TestSet:
-    """The subset of `testset` that `rule` picks; `correct` and `misclassified` need the `model`, the
-    human-validated subsets the `project` whose label store holds the answers."""
+def apply_rule(testset: TestSet, rule: str, model=None, ctx=None) -> TestSet:
+    """The subset of `testset` that `rule` picks; `correct` and `misclassified` need the `model`."""
     from workbench.core.sampling import seeded_sample
 
     how, options = _rule_options(rule)
@@ -270,12 +292,6 @@ def apply_rule(testset: TestSet, rule: str, model=None, ctx=None, project=None) 
         indices = np.arange(n) if picked is None else picked
     elif how == "indices":
         indices = _index_list(options["indices"], n)
-    elif how in HUMAN_SUBSETS:
-        from workbench.core.labeling.validated import human_subset
-
-        if project is None:
-            raise WorkbenchError(f"The subset [{how}] is read from a project's labels.", "Open the project first.")
-        indices = human_subset(project, testset, how)
     else:
         if model is None:
             raise WorkbenchError(f"The subset [{how}] depends on a model's predictions.", "Choose a model first.")
@@ -329,14 +345,11 @@ def resolve(project, text: str, dataset: Dataset | None = None, model=None, ctx=
     DATASET:SPLIT, a dataset name or path (its test split), any of these followed by [rule]."""
     from workbench.core.data.registry import load_dataset
 
-    if _depth > 8:
-        raise WorkbenchError(f"Test set {text!r} is defined through too many subsets (or a loop).",
-                             "Store the subset with its images instead.")
     text = text.strip()
-    match = _SUBSET.match(text)
-    if match:
-        parent = resolve(project, match["base"], dataset, model, ctx, download, _depth + 1)
-        return apply_rule(parent, match["rule"], model, ctx, project)
+    subset = split_subset(text, _depth)
+    if subset:
+        parent = resolve(project, subset[0], dataset, model, ctx, download, _depth + 1)
+        return apply_rule(parent, subset[1], model, ctx)
     class_names = list(dataset.class_names) if dataset is not None else None
     entries = {t["name"]: t for t in project.testsets} if project is not None else {}
     entry = entries.get(text)
@@ -405,24 +418,7 @@ def list_testsets(project) -> list[TestSetInfo]:
         source = (Source("subset", dataset, parent=str(how.get("of", "")), rule=str(how.get("rule", "")))
                   if role == "subset" else Source("stored", dataset, artifact=name, role=role))
         out.append(TestSetInfo(name, source, _stored_size(project, name, entry), entry.get("problem", ""), how))
-    out += _human_subsets(project, {info.name: info for info in out})
     return out
-
-
-def _human_subsets(project, listed: dict[str, TestSetInfo]) -> list[TestSetInfo]:
-    """The human-validated subsets of every labelled set (their sizes change with the answers: not listed)."""
-    from workbench.core.labeling.label_store import LabelStore, store_path
-
-    path = store_path(project)
-    if not path.exists():
-        return []
-    try:
-        with LabelStore(path, read_only=True) as store:
-            labelled = [name for name in store.labelled_testsets() if name in listed]
-    except WorkbenchError:
-        return []  # a damaged store is reported where labels are read, not in every listing
-    return [TestSetInfo(f"{name}[{which}]", Source("subset", listed[name].source.dataset, parent=name, rule=which),
-                        extra={"human": which}) for name in labelled for which in HUMAN_SUBSETS]
 
 
 def _stored_size(project, name: str, entry: dict) -> int | None:
@@ -438,12 +434,3 @@ def _stored_size(project, name: str, entry: dict) -> int | None:
         return artifact.shape(key)[0] if key else None
     except WorkbenchError:
         return None
-
-
-def load_testset(ctx, project, name: str, dataset: Dataset | None = None) -> TestSet:
-    """`resolve` as a job: read a test set (a stored one's file) off the caller's thread."""
-    ctx.progress(0, 1, f"reading test set {name}")
-    testset = resolve(project, name, dataset)
-    ctx.progress(1, 1, "read")
-    return testset
-

@@ -279,7 +279,7 @@ def compare_testsets(ctx: JobContext, project, names: list[str], model, dataset,
                      eps: float = FOL_EPS, novelty_sample: int = NOVELTY_SAMPLE, importance=None) -> Comparison:
     """Compare the test sets `names` (any kind `testsets.resolve` takes) for `model`; module docstring."""
     from workbench.core.coverage.measure import measure_coverage
-    from workbench.core.testsets import resolve
+    from workbench.core.labeling.labelled_sets import resolve
 
     if len(names) < 2:
         raise WorkbenchError("A comparison needs two or more test sets.", "Name them, e.g. --testsets A,B.")

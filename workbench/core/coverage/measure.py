@@ -465,7 +465,7 @@ def measure_groups(ctx: JobContext, model, dataset, test_split, test_indices, la
     `test_split` is a split name of `dataset`, the name of a project test set, or a `Split` (any `TestSet`).
     """
     if isinstance(test_split, str) and test_split not in dataset.splits:  # a project test set, by name
-        from workbench.core.testsets import resolve
+        from workbench.core.labeling.labelled_sets import resolve
 
         test_split = resolve(project, test_split, dataset)
     if project is not None and project.read_only and not stored_only:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 import numpy as np
 
 from workbench.core.errors import WorkbenchError
+from workbench.core.execution.jobs import SentOnce
 
 if TYPE_CHECKING:  # torch is imported lazily so the GUI starts fast
     import torch
@@ -144,7 +145,7 @@ def as_labels(labels: np.ndarray, num_classes: int | None = None, what: str = "l
     return labels
 
 
-class Split:
+class Split(SentOnce):
     """One split of a dataset: an image array (or a lazily read one) and its labels."""
 
     def __init__(self, images, labels: np.ndarray):
@@ -209,7 +210,7 @@ def step_batch(batch_size: int, passes: int = 1) -> int:
 
 
 @dataclass
-class Dataset:
+class Dataset(SentOnce):
     """Named splits of labelled images with class names and a card."""
 
     name: str

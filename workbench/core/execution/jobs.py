@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from workbench.core.errors import Cancelled
@@ -22,6 +21,15 @@ PartialCallback = Callable[[Any], None]
 NoticeCallback = Callable[[str], None]
 ShardsCallback = Callable[[Any], None]  # given the job's `core.execution.sharding.Distribution`
 STAGE_SCALE = 1000  # progress steps of a job made of stages
+#: The name prefix of modules imported from a file rather than an installed package (plugins): a worker on
+#: another machine cannot import them, so what they define travels with the job by value.
+FILE_MODULE_PREFIX = "workbench_plugin_"
+
+
+class SentOnce:
+    """A base for what jobs read but never change in place — a dataset, a split, a loaded model (a job that
+    trains works on a copy of its model): a worker process is sent such an object once and keeps it for the
+    jobs after, so the data and the weights do not cross the pipe with every job."""
 
 
 def resolve_device(name: str = "auto"):
@@ -190,27 +198,6 @@ class InlineExecutor:
         return run_staged(ctx, fn, project, *args, reuse=reuse, **kwargs,
                           on_commit=None if on_commit is None else
                           (lambda staged: on_commit(staged.committed, staged.unsaved)))
-
-
-@dataclass
-class StartupReport:
-    device: str
-    plugins: list = field(default_factory=list)  # PluginReport per plugin
-
-
-def warm_up(ctx: JobContext) -> StartupReport:
-    """Pick the device, share the cores and load plugins: a GUI's first job, off its UI thread (the
-    application has imported PyTorch behind its splash screen by then; a window opened without it,
-    as in the tests, imports it here)."""
-    from workbench.core.plugins import load_plugins
-
-    ctx.progress(0, 2, "PyTorch and the device")
-    device = device_description(ctx.device)
-    share_cores()
-    ctx.progress(1, 2, "loading plugins")
-    reports = load_plugins()
-    ctx.progress(2, 2, "ready")
-    return StartupReport(device, reports)
 
 
 BACKGROUND_NICENESS = 10  # how far background work steps back behind the window's thread

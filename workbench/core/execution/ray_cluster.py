@@ -32,8 +32,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from workbench.core.errors import Cancelled, WorkbenchError
-from workbench.core.execution.jobs import JobContext
-from workbench.core.plugins import MODULE_PREFIX
+from workbench.core.execution.jobs import FILE_MODULE_PREFIX, JobContext
 from workbench.core.execution.shard_plan import ShardFailed, ShardPlan, ShardProgress, stopped
 
 INSTALL_HINT = ("Install it with pip install 'dl-testing-workbench[distributed]' (or pip install 'ray[client]'), "
@@ -200,7 +199,7 @@ class RayShards:
     def run(self, ctx: JobContext, plan: ShardPlan):
         ray = self.ray
         for name, module in list(sys.modules.items()):  # a plugin's classes travel with the job: not installed there
-            if name.startswith(MODULE_PREFIX) and module is not None:
+            if name.startswith(FILE_MODULE_PREFIX) and module is not None:
                 ray.cloudpickle.register_pickle_by_value(module)
         try:
             shared = ray.put(plan.shared)

@@ -51,7 +51,7 @@ from typing import Any, Callable
 import numpy
 
 from workbench.core.errors import Cancelled, WorkbenchError
-from workbench.core.execution.jobs import InlineExecutor, JobContext
+from workbench.core.execution.jobs import InlineExecutor, JobContext, SentOnce
 
 PROGRESS_INTERVAL_S = 0.05
 WORKER_NAME = "workbench-worker"  # the child's process name, set before it runs the main script again
@@ -95,15 +95,6 @@ def leave_if_starting_worker() -> None:
         raise SystemExit(UNGUARDED_MAIN_EXIT)
 
 
-def _shared_types() -> tuple[type, ...]:
-    """Objects the child keeps between jobs: datasets, splits and loaded models, which are never
-    changed in place (a job that trains works on a copy of its model)."""
-    from workbench.core.data.dataset import Dataset, Split
-    from workbench.core.models.model_io import LoadedModel
-
-    return Dataset, Split, LoadedModel
-
-
 class _Pickler(pickle.Pickler):
     """Pickles a job, replacing each shared object by a token (`share` sends it first when it is new).
 
@@ -114,10 +105,10 @@ class _Pickler(pickle.Pickler):
 
     def __init__(self, file, share: Callable[[Any], Any], root: Any = None, buffers: list | None = None):
         super().__init__(file, protocol=5, buffer_callback=None if buffers is None else buffers.append)
-        self.share, self.root, self.types = share, root, _shared_types()
+        self.share, self.root = share, root
 
     def persistent_id(self, obj):
-        if obj is self.root or not isinstance(obj, self.types):
+        if obj is self.root or not isinstance(obj, SentOnce):
             return None
         return self.share(obj)
 
@@ -201,11 +192,15 @@ class ProcessExecutor:
     """Runs jobs in one child process, started on first use and again after it died."""
 
     def __init__(self, threads: int | None = None,
-                 on_unavailable: Callable[[WorkersCannotStart], None] | None = None):
+                 on_unavailable: Callable[[WorkersCannotStart], None] | None = None,
+                 child_setup: Callable[[], Any] | None = None):
         """`on_unavailable(error)` is called once, on the calling thread, when children cannot start at all
         (`WorkersCannotStart`); the jobs then run on the calling thread."""
         self.threads = threads  # torch threads in the child; None: shared as `core.execution.jobs.share_cores` says
         self.on_unavailable = on_unavailable
+        #: Called once in each child before its first job, e.g. the application's `load_plugins`, so a plugin's
+        #: model, criterion or rule is known there too (a module-level function: the child imports it by name).
+        self.child_setup = child_setup
         self.unavailable: WorkersCannotStart | None = None  # why no child can start here, once known
         self.last_placement = ""  # where the last job ran: IN_WORKER or IN_THREAD (and why)
         self.sent_objects = 0  # shared objects sent so far (each once while it lives)
@@ -244,7 +239,7 @@ class ProcessExecutor:
         self._reset()
         parent, child = self._context.Pipe()
         self._cancel = self._context.Event()
-        self._process = self._context.Process(target=serve, args=(child, self._cancel, self.threads),
+        self._process = self._context.Process(target=serve, args=(child, self._cancel, self.threads, self.child_setup),
                                               name=WORKER_NAME, daemon=True)
         self._process.start()
         child.close()
@@ -478,10 +473,9 @@ def _failure(data: bytes | None, details: str) -> BaseException:
 
 # --- the child's side --------------------------------------------------------------------------------
 
-def serve(conn, cancel, threads: int | None) -> None:
+def serve(conn, cancel, threads: int | None, setup: Callable[[], Any] | None = None) -> None:
     """The child's loop: keep shared objects, run one job at a time, report back, until told to stop."""
     from workbench.core.execution.jobs import run_process_in_background, share_cores
-    from workbench.core.plugins import load_plugins
 
     _serving[0] = True  # the main script has run: from here on this is the worker's own code
     run_process_in_background()  # before torch starts its threads, which inherit it
@@ -492,7 +486,8 @@ def serve(conn, cancel, threads: int | None) -> None:
         torch.set_num_threads(threads)
     else:
         share_cores()
-    load_plugins()  # a plugin's model, criterion or rule is known here too
+    if setup is not None:
+        setup()
     store: dict[int, Any] = {}
     tokens: dict[int, int] = {}  # id(obj) → token, so a shared object in a result goes back as a token
 

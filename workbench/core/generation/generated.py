@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from workbench.core.errors import Cancelled, WorkbenchError
-from workbench.core.generation.protocol import TOOLS
 from workbench.core.generation.tig import BUDGET, GenerationRun, generate
 from workbench.core.generation.training import dataset_spec
 from workbench.core.execution.jobs import JobContext
@@ -280,13 +279,12 @@ def benchmark_rows(testset) -> list[dict]:
     if missing:
         raise WorkbenchError(f"Test set {testset.name!r} is not a generated set: it has no {', '.join(missing)} column.",
                              "Export a set made by `workbench generate`.")
-    kinds, generators, extents = text_column(c["kind"]), text_column(c["generator"]), text_column(c["extent"])
+    tools, generators, extents = testset.tools(), text_column(c["generator"]), text_column(c["extent"])
     proxies = [k for k in c if k.startswith("proxy_")]
     rows = []
     for i in range(len(testset)):
         expected, predicted = int(testset.labels[i]), int(c["predicted"][i])
-        tool = TOOLS.get(kinds[i], kinds[i])
-        row = {"Filename": f"{i:05d}-{safe_name(generators[i])}-{extents[i]}-seed{int(c['seed'][i])}.png", "Tool": tool,
+        row = {"Filename": f"{i:05d}-{safe_name(generators[i])}-{extents[i]}-seed{int(c['seed'][i])}.png", "Tool": tools[i],
                "Mutation_extent": extents[i], "Seed": int(c["seed"][i]), "Iteration": int(c["generations"][i]),
                "Expected_label(X)": expected, "Predicted_label(Y)": predicted,
                "Classification": "misbehaviour" if predicted != expected else "correct", "Found": bool(c["found"][i]),

@@ -37,8 +37,6 @@ IMAGE_SHAPE = (1, 28, 28)
 WEIGHTS_FILE = "weights.safetensors"
 #: Seed acceptance below this share gets a warning on the card (the benchmark's MNIST VAE and cDCGAN reached 99 %).
 ACCEPTANCE_WARNING = 0.8
-#: The GenAI-TIG benchmark's name of each built-in generator kind (its files' TOOL column).
-TOOLS = {"vae": "vae", "gan": "gan", "diffusion": "dm"}
 
 
 @dataclass

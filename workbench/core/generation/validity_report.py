@@ -79,7 +79,7 @@ def judge_testset(ctx: JobContext, project_folder, testset: str, data: str | Non
     from workbench.core.data.registry import load_dataset
     from workbench.core.generation.validators import load_validators
     from workbench.core.project.folder import Project
-    from workbench.core.testsets import resolve
+    from workbench.core.labeling.labelled_sets import resolve
 
     project = Project.open(project_folder) if project_folder else None
     # a stored set needs no dataset to be read (its images are in the project): only --data is loaded

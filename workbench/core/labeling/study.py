@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from workbench.core.generation.protocol import TOOLS
 from workbench.core.labeling.agreement import Agreement, agreement, cohen_kappa
 from workbench.core.labeling.answers import is_valid, keeps_label
 from workbench.core.labeling.consensus import NO, YES, Consensus, consensus
@@ -67,6 +66,7 @@ def items_from_testset(testset, only_misbehaviours: bool | None = None) -> list[
     text = {k: text_column(columns[k]) for k in ("generator", "kind", "extent", "proxy_oracle_verdict") if k in columns}
     predicted = np.asarray(columns["predicted"]) if "predicted" in columns else None
     generations = np.asarray(columns["generations"]) if "generations" in columns else None
+    tools = testset.tools()
     if only_misbehaviours is None:
         only_misbehaviours = generated and predicted is not None
     items = []
@@ -81,9 +81,8 @@ def items_from_testset(testset, only_misbehaviours: bool | None = None) -> list[
                 proxies[name] = str(text[column][i])
             elif column in columns:
                 proxies[name] = not bool(columns[column][i])
-        kind = str(text["kind"][i]) if "kind" in text else ""
         items.append(StudyItem(str(testset.ids[i]), expected, i, str(text["generator"][i]) if generated else "",
-                               TOOLS.get(kind, kind), str(text["extent"][i]) if "extent" in text else "",
+                               str(tools[i]), str(text["extent"][i]) if "extent" in text else "",
                                None if generations is None else int(generations[i]), guess, proxies))
     return items
 

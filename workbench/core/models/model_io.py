@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from workbench.core.errors import WorkbenchError
+from workbench.core.execution.jobs import SentOnce
 from workbench.core.files import regular_file
 from workbench.core.models.architectures import get_architecture
 from workbench.core.resources import resources_dir
@@ -53,7 +54,7 @@ class ModelInfo:
 
 
 @dataclass
-class LoadedModel:
+class LoadedModel(SentOnce):
     """A classifier in eval mode with its descriptor."""
 
     module: "torch.nn.Module"

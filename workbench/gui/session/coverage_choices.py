@@ -18,7 +18,7 @@ from PySide6.QtGui import QColor
 
 from workbench.core.coverage.protocol import CoverageValue
 from workbench.core.coverage.registry import criterion_catalogue
-from workbench.core.testsets import list_testsets
+from workbench.core.labeling.labelled_sets import list_testsets
 
 # Okabe–Ito colours: told apart with any colour vision, and never used by the count colour map.
 SET_COLORS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000")

@@ -292,9 +292,11 @@ class JobRunner(QObject):
         self._unavailable_from_lane.connect(self._on_workers_unavailable)
         if long_jobs == PROCESS:
             from workbench.core.execution.worker_process import ProcessExecutor
+            from workbench.core.plugins import load_plugins
 
             for lane in (LONG, INTERACTIVE):  # a click's gallery must not hold the window's lock either
-                self.executors[lane] = ProcessExecutor(on_unavailable=self._unavailable_from_lane.emit)
+                self.executors[lane] = ProcessExecutor(on_unavailable=self._unavailable_from_lane.emit,
+                                                       child_setup=load_plugins)
                 self.executors[lane].start()  # it imports PyTorch while the window opens
         self.pools: dict[str, QThreadPool] = {}
         for lane, threads in LANES.items():

@@ -124,7 +124,7 @@ class Session(QObject):
 
     def start(self) -> Job:
         """Import PyTorch and load plugins in the background; deferred requests run afterwards."""
-        from workbench.core.execution.jobs import warm_up
+        from workbench.core.plugins import warm_up
 
         job = self.runner.submit("Start-up: PyTorch, device and plugins", warm_up, lane=INTERACTIVE)
         job.finished.connect(self._on_warmed_up)
@@ -201,7 +201,7 @@ class Session(QObject):
         if key in self._testsets.results:
             return self._testsets.results[key]
         if key not in self._testsets.errors:
-            from workbench.core.testsets import load_testset
+            from workbench.core.labeling.labelled_sets import load_testset
 
             self._testsets.run(key, f"Read test set {name}", load_testset, self.project, name, data,
                                uses_device=False, lane=IO, view="data")
@@ -218,7 +218,7 @@ class Session(QObject):
     def testset_infos(self) -> list:
         """Every test set the project lists (`TestSetInfo`s), read once per version of its settings:
         the tool bar, the project panel and the views ask on every refresh."""
-        from workbench.core.testsets import list_testsets
+        from workbench.core.labeling.labelled_sets import list_testsets
 
         if self._infos_of is not self.project.settings:
             self._infos, self._infos_of = list_testsets(self.project), self.project.settings

@@ -550,7 +550,7 @@ def _save_algebra(ctx, operation, names, name, comparison, model, dataset, proje
     """Combine the sets `names` (those compared last where they are the same; a subset such as
     NAME[misclassified] needs the model to be made again) and store the result as test set `name`."""
     from workbench.core.comparison.set_algebra import save_combination, save_new_items
-    from workbench.core.testsets import resolve
+    from workbench.core.labeling.labelled_sets import resolve
 
     if operation == "adds-new":
         return save_new_items(project, comparison, comparison.names()[0], name, "idc")
