@@ -117,9 +117,9 @@ def main() -> int:
     from workbench.core.data.registry import load_dataset
     from workbench.core.errors import Cancelled
     from workbench.core.execution.jobs import JobContext
+    from workbench.core.execution.worker_process import IN_WORKER, POLL_S, ProcessExecutor
     from workbench.core.models.model_io import load_model
     from workbench.core.models.training import evaluate, train, train_and_save
-    from workbench.core.execution.worker_process import IN_WORKER, POLL_S, ProcessExecutor
     from workbench.gui.session.jobs import JobRunner
 
     torch.set_num_threads(1)  # as each lane's job runs
@@ -229,8 +229,8 @@ def close_while_training(app, folder: Path) -> float:
 
 def diffusion_case(fashion, tmp: Path, n: int) -> str:
     from workbench.core.errors import Cancelled
-    from workbench.core.generation.training import train_generator
     from workbench.core.execution.jobs import JobContext
+    from workbench.core.generation.training import train_generator
 
     seconds, steps = [], []
     for i in range(n):

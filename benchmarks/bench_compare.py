@@ -50,9 +50,9 @@ def main() -> int:
     from workbench.core.comparison.compare import compare_testsets
     from workbench.core.data.registry import load_dataset
     from workbench.core.execution.jobs import JobContext
+    from workbench.core.labeling.labelled_sets import resolve
     from workbench.core.models.model_io import load_model
     from workbench.core.project.folder import Project
-    from workbench.core.labeling.labelled_sets import resolve
 
     torch.set_num_threads(os.cpu_count() or 1)
     folder = Path(tempfile.mkdtemp(prefix="bench-compare-")) / "project"

@@ -27,10 +27,10 @@ import warnings
 import numpy as np
 import torch
 
-from workbench.core.models.activations import NeuronDefinition, stream_activations
 from workbench.core.coverage import IDC, KMNC, NBC, NC, SNAC, TKNC, measure_coverage
 from workbench.core.data.registry import load_dataset
 from workbench.core.execution.jobs import JobContext
+from workbench.core.models.activations import NeuronDefinition, stream_activations
 from workbench.core.models.model_io import load_model
 from workbench.core.project.folder import Project
 

@@ -22,8 +22,8 @@ from workbench.core.coverage.estimate import coverage_work
 from workbench.core.coverage.measure import measure_groups
 from workbench.core.coverage.registry import criterion_catalogue, criterion_groups
 from workbench.core.data.registry import load_dataset
-from workbench.core.importance.neuron_importance import compute_importance
 from workbench.core.execution.jobs import JobContext
+from workbench.core.importance.neuron_importance import compute_importance
 from workbench.core.models.model_io import load_model
 from workbench.core.project.folder import Project
 

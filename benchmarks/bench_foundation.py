@@ -17,10 +17,10 @@ import torch
 from torch import nn
 
 from workbench.core.data import registry as dataset_registry
-from workbench.core.models.activations import NeuronDefinition, collect_activations
 from workbench.core.execution.jobs import JobContext
-from workbench.core.models.model_io import load_model
+from workbench.core.models.activations import NeuronDefinition, collect_activations
 from workbench.core.models.architectures import get_architecture
+from workbench.core.models.model_io import load_model
 from workbench.core.models.training import evaluate, train
 
 

@@ -98,10 +98,10 @@ def busy(processes: int):
 
 
 def core_calls(model, dataset, result, rounds: int) -> None:
+    from workbench.core.execution.jobs import JobContext
     from workbench.core.importance.ablation import ablation_check
     from workbench.core.importance.gallery import explain_input, neuron_gallery
     from workbench.core.importance.neuron_importance import compute_importance
-    from workbench.core.execution.jobs import JobContext
 
     ctx = JobContext("cpu")
     train, test = dataset.split("train"), dataset.split("test")
@@ -170,10 +170,10 @@ def keeping_time(importance: dict) -> float:
 
 def worker_calls(model, dataset, result, rounds: int) -> None:
     """The same jobs through the interactive lane's worker process, as the application runs them."""
-    from workbench.core.importance.ablation import ablation_check
-    from workbench.core.importance.gallery import explain, neuron_gallery
     from workbench.core.execution.jobs import JobContext
     from workbench.core.execution.worker_process import ProcessExecutor
+    from workbench.core.importance.ablation import ablation_check
+    from workbench.core.importance.gallery import explain, neuron_gallery
 
     executor = ProcessExecutor()
     executor.start()
@@ -287,8 +287,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from workbench.core.data.registry import load_dataset
-    from workbench.core.importance.neuron_importance import compute_importance
     from workbench.core.execution.jobs import JobContext, share_cores
+    from workbench.core.importance.neuron_importance import compute_importance
     from workbench.core.models.model_io import load_model
 
     share_cores()  # one torch thread per lane on 2 cores, as the application

@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from workbench.core.generation.registry import create_generator  # noqa: E402
 from workbench.core.execution.jobs import resolve_device  # noqa: E402
+from workbench.core.generation.registry import create_generator  # noqa: E402
 
 STEPS = 5  # training steps per timing
 BATCH = {"vae": 128, "gan": 64, "diffusion": 64}

@@ -25,10 +25,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from workbench.core.data.registry import load_dataset  # noqa: E402
+from workbench.core.execution.jobs import JobContext  # noqa: E402
 from workbench.core.generation.objectives import Misbehaviour, idc_objective  # noqa: E402
 from workbench.core.generation.storage import load_generator  # noqa: E402
 from workbench.core.generation.tig import generate  # noqa: E402
-from workbench.core.execution.jobs import JobContext  # noqa: E402
 from workbench.core.models.model_io import load_model  # noqa: E402
 
 

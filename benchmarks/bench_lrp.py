@@ -24,11 +24,11 @@ import torch
 from torch import nn
 
 from workbench.core.data.registry import load_dataset
-from workbench.core.importance.neuron_importance import compute_importance
 from workbench.core.execution.jobs import JobContext
 from workbench.core.importance.lrp import LRP
-from workbench.core.models.model_io import load_model
+from workbench.core.importance.neuron_importance import compute_importance
 from workbench.core.models.architectures import cifar_convnet
+from workbench.core.models.model_io import load_model
 
 
 def start_relevance(logits: torch.Tensor) -> torch.Tensor:

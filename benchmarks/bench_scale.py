@@ -67,21 +67,21 @@ def main() -> int:
 
     import torch
 
-    from workbench.core.models.activations import NeuronDefinition, stream_activations
     from workbench.core.coverage import measure_coverage
     from workbench.core.data.registry import load_dataset
     from workbench.core.generation.storage import load_generator
+    from workbench.core.models.activations import NeuronDefinition, stream_activations
     from workbench.core.generation.tig import (
         SearchInputs,
         extent_of,
         generate,
         search_part,
     )
-    from workbench.core.importance.neuron_importance import compute_importance
     from workbench.core.execution.jobs import JobContext
-    from workbench.core.models.model_io import load_model
     from workbench.core.execution.shard_plan import ShardPlan
     from workbench.core.execution.sharding import Distribution, LocalShards, executor_for
+    from workbench.core.importance.neuron_importance import compute_importance
+    from workbench.core.models.model_io import load_model
 
     data, model = load_dataset("fashion-mnist"), load_model("lenet5-fashion")
     criteria = ("idc", "nc", "kmnc", "nbc", "snac", "tknc")

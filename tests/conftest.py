@@ -196,9 +196,9 @@ def isolated_plugins(monkeypatch):
 
     from workbench.core.data import registry as dataset_registry
 
-    from workbench.core.models import architectures as models
     from workbench.core.coverage import registry
     from workbench.core.generation import registry as generators
+    from workbench.core.models import architectures as models
 
     monkeypatch.setattr(models, "_ARCHITECTURES", dict(models._ARCHITECTURES))
     monkeypatch.setattr(registry, "PLUGIN_CRITERIA", dict(registry.PLUGIN_CRITERIA))

@@ -167,8 +167,8 @@ def test_bad_requests_exit_2_without_a_traceback(capsys, tmp_path, extra, words)
 def test_a_layer_lrp_cannot_handle_is_named_with_the_models_layers(capsys, tmp_path, isolated_plugins):
     from torch import nn
 
-    from workbench.core.models.model_io import save_checkpoint
     from workbench.core.models.architectures import Architecture, register_architecture
+    from workbench.core.models.model_io import save_checkpoint
 
     def build(num_classes=10):
         return nn.Sequential(OrderedDict([("conv1", nn.Conv2d(1, 2, 5)), ("norm", nn.LocalResponseNorm(2)),

@@ -12,9 +12,9 @@ import pytest
 from cli_helpers import assert_clean_failure, run_cli, run_json
 
 from workbench.core.labeling.label_store import open_store
+from workbench.core.labeling.labelled_sets import list_testsets, resolve
 from workbench.core.labeling.project_studies import prepare_study, start_session
 from workbench.core.project.folder import Project
-from workbench.core.labeling.labelled_sets import list_testsets, resolve
 from workbench.core.testsets import save_testset
 
 N = 20

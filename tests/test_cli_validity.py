@@ -154,8 +154,8 @@ def test_a_used_export_folder_is_refused_before_anything_is_stored(files, tmp_pa
 
 def test_validity_prints_the_groups_of_the_proxies(generated, validators, files, capsys):
     from workbench.core.data.registry import load_dataset
-    from workbench.core.generation.validators import load_validators
     from workbench.core.execution.jobs import JobContext
+    from workbench.core.generation.validators import load_validators
     from workbench.core.project.folder import Project
     from workbench.core.testsets import resolve
 

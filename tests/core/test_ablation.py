@@ -12,11 +12,11 @@ import pytest
 import torch
 from torch import nn
 
-from workbench.core.importance.ablation import AblationResult, ablation_check, load_ablation, random_draws
-from workbench.core.models.activations import NeuronDefinition
 from workbench.core.data.dataset import Dataset, DatasetCard, Split
 from workbench.core.errors import Cancelled, WorkbenchError
 from workbench.core.execution.jobs import JobContext
+from workbench.core.importance.ablation import AblationResult, ablation_check, load_ablation, random_draws
+from workbench.core.models.activations import NeuronDefinition
 from workbench.core.models.model_io import LoadedModel, ModelInfo
 from workbench.core.project.folder import Project
 

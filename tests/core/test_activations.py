@@ -8,10 +8,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from workbench.core.models.activations import NeuronDefinition, collect_activations, stream_activations
 from workbench.core.data.dataset import Split
 from workbench.core.errors import Cancelled, WorkbenchError
 from workbench.core.execution.jobs import JobContext
+from workbench.core.models.activations import NeuronDefinition, collect_activations, stream_activations
 from workbench.core.models.architectures import lenet5
 
 
@@ -144,8 +144,8 @@ def test_torchscript_model_is_refused_clearly(net, images):
 
 
 def test_float64_models_get_float64_inputs(digits_model, digits):
-    from workbench.core.models.activations import NeuronDefinition, collect_activations
     from workbench.core.execution.jobs import JobContext
+    from workbench.core.models.activations import NeuronDefinition, collect_activations
 
     definition = NeuronDefinition("fc1", "post")
     single = collect_activations(JobContext("cpu"), digits_model.module, digits.split("test"), definition, (1, 8, 8))
@@ -158,8 +158,8 @@ def test_float64_models_get_float64_inputs(digits_model, digits):
 def test_post_point_of_a_conv_bn_relu_block_is_after_the_relu():
     """The "post" point is the block output after any BatchNorm and activation
     (docs/methods/importance.md#neurons-and-their-values)."""
-    from workbench.core.models.layers import layer_catalogue
     from workbench.core.models.architectures import cifar_convnet, lenet5
+    from workbench.core.models.layers import layer_catalogue
 
     layers = {l.name: l for l in layer_catalogue(cifar_convnet(10), (3, 32, 32))}
     assert layers["conv1"].activation == "relu1" and layers["conv4"].activation == "relu4"

@@ -13,9 +13,9 @@ import pytest
 from workbench.core.coverage import measure_coverage
 from workbench.core.data.dataset import Dataset
 from workbench.core.errors import WorkbenchError
-from workbench.core.models.evaluation import evaluate_stored
-from workbench.core.importance.neuron_importance import compute_importance
 from workbench.core.execution.jobs import JobContext
+from workbench.core.importance.neuron_importance import compute_importance
+from workbench.core.models.evaluation import evaluate_stored
 from workbench.core.models.model_io import load_model
 from workbench.core.project.folder import Project
 

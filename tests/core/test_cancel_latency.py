@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from workbench.core.models.activations import STEP_INPUTS, NeuronDefinition, stream_activations
 from workbench.core.coverage.idc import IDC
 from workbench.core.data.dataset import Split
 from workbench.core.errors import Cancelled
 from workbench.core.execution.jobs import JobContext
+from workbench.core.models.activations import STEP_INPUTS, NeuronDefinition, stream_activations
 from workbench.core.models.model_io import LoadedModel, ModelInfo
 from workbench.core.models.training import predict
 

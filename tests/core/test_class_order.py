@@ -179,8 +179,8 @@ def test_an_untrained_model_gets_no_warning(digits):
 
 
 def test_a_stored_evaluation_read_back_carries_the_warning(digits, digits_model, tmp_project):
-    from workbench.core.models.evaluation import evaluate_stored, find_evaluation, load_evaluation
     from workbench.core.execution.jobs import JobContext
+    from workbench.core.models.evaluation import evaluate_stored, find_evaluation, load_evaluation
     from workbench.core.models.model_io import LoadedModel
 
     order = [1, 0, 2, 3, 4, 5, 6, 7, 8, 9]

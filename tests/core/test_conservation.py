@@ -13,12 +13,12 @@ import pytest
 import torch
 from torch import nn
 
-from workbench.core.importance.conservation import conservation_check
 from workbench.core.data.dataset import Dataset, DatasetCard, Split
 from workbench.core.errors import Cancelled, WorkbenchError
-from workbench.core.importance.neuron_importance import compute_importance
 from workbench.core.execution.jobs import JobContext
+from workbench.core.importance.conservation import conservation_check
 from workbench.core.importance.lrp import LRP, AlphaBeta, Composite, Epsilon, ZPlus, stabilise
+from workbench.core.importance.neuron_importance import compute_importance
 from workbench.core.models.model_io import LoadedModel, ModelInfo
 
 RULES = ["lrp-0", Epsilon(0.1), ZPlus(), AlphaBeta(), Composite(conv=ZPlus(), dense=Epsilon(0.01)),

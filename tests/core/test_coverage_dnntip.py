@@ -121,8 +121,8 @@ def test_tknc_with_ties(acts, k):
 
 def test_neuron_criteria_on_a_real_lenet(fashion_slice):
     """Conv and dense activations of the bundled LeNet-5, flattened as dnn-tip users pass them."""
-    from workbench.core.models.activations import NeuronDefinition, stream_activations
     from workbench.core.execution.jobs import JobContext
+    from workbench.core.models.activations import NeuronDefinition, stream_activations
     from workbench.core.models.model_io import load_model
 
     model = load_model("lenet5-fashion")

@@ -9,18 +9,18 @@ import copy
 import numpy as np
 import pytest
 
-from workbench.core.models.activations import NeuronDefinition, collect_activations
 from workbench.core.coverage import IDC, KMNC, Criterion, CoverageValue, create_criterion, measure_coverage
 from workbench.core.coverage import artifacts
 from workbench.core.coverage.measure import default_layer, preset_layers
 from workbench.core.coverage.passes import CoverageProgress
 from workbench.core.data.dataset import Dataset, Split
 from workbench.core.errors import Cancelled, WorkbenchError
-from workbench.core.importance.neuron_importance import compute_importance
 from workbench.core.execution.jobs import JobContext
+from workbench.core.importance.neuron_importance import compute_importance
+from workbench.core.models.activations import NeuronDefinition, collect_activations
+from workbench.core.models.architectures import lenet1, lenet4, lenet5
 from workbench.core.models.layers import layer_catalogue
 from workbench.core.models.model_io import load_model
-from workbench.core.models.architectures import lenet1, lenet4, lenet5
 from workbench.core.project.folder import Project
 
 SOME = np.arange(0, 1000, 4)  # 250 test inputs keep each run well under a second

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from workbench.core.data.idx import read_idx
 from workbench.core.data.registry import load_dataset
 from workbench.core.errors import WorkbenchError
-from workbench.core.data.idx import read_idx
 
 RNG = np.random.default_rng(1234)
 X8 = RNG.integers(0, 256, (24, 8, 8), dtype=np.uint8)

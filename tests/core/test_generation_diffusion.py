@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from workbench.core.errors import WorkbenchError
+from workbench.core.execution.jobs import JobContext
 from workbench.core.generation.diffusion import ConditionalDiffusion, check_class_embeddings
 from workbench.core.generation.registry import create_generator
 from workbench.core.generation.storage import load_generator
 from workbench.core.generation.training import train_generator
-from workbench.core.execution.jobs import JobContext
 
 
 @pytest.fixture(scope="module")

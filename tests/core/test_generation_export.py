@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from workbench.core.errors import WorkbenchError
+from workbench.core.execution.jobs import JobContext
 from workbench.core.generation.storage import TRAINING_STATE, export_generator, load_generator
 from workbench.core.generation.training import train_generator
-from workbench.core.execution.jobs import JobContext
 
 
 @pytest.mark.parametrize("kind", ["vae", "gan", "diffusion"])

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from workbench.core.execution.jobs import JobContext
 from workbench.core.generation.gan import ConditionalGAN
 from workbench.core.generation.storage import load_generator, read_training_state
 from workbench.core.generation.training import train_generator
-from workbench.core.execution.jobs import JobContext
 
 
 @pytest.fixture(scope="module")

@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from workbench.core.errors import WorkbenchError
+from workbench.core.execution.jobs import JobContext
 from workbench.core.generation.generated import run_generation
 from workbench.core.generation.objectives import NewCombination, idc_objective, margins
 from workbench.core.generation.storage import load_generator
 from workbench.core.generation.tig import draw_seeds, search
-from workbench.core.execution.jobs import JobContext
 
 
 @pytest.fixture(scope="module")

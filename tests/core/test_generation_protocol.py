@@ -11,9 +11,9 @@ from torch import nn
 from workbench.core.errors import WorkbenchError
 from workbench.core.generation.assessment import (LatentRange, draw_indices, measure_latent_range, sample_grid,
                                                   seed_acceptance)
+from workbench.core.execution.jobs import JobContext
 from workbench.core.generation.protocol import check_fits
 from workbench.core.generation.registry import create_generator, generator_kinds, get_generator_kind
-from workbench.core.execution.jobs import JobContext
 from workbench.core.models.model_io import LoadedModel, ModelInfo
 
 

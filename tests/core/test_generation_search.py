@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.generation.registry import create_generator
-from workbench.core.generation.objectives import margins
-from workbench.core.generation.tig import POPULATION, draw_seeds, extent_of, search
 from workbench.core.execution.jobs import JobContext
+from workbench.core.generation.objectives import margins
+from workbench.core.generation.registry import create_generator
+from workbench.core.generation.tig import POPULATION, draw_seeds, extent_of, search
 
 
 def test_margins_equal_a_loop_and_a_tie_is_not_a_misbehaviour():

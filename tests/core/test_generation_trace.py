@@ -11,9 +11,9 @@ import pytest
 import torch
 from torch import nn
 
+from workbench.core.execution.jobs import JobContext
 from workbench.core.generation.protocol import Generator
 from workbench.core.generation.tig import ELITE, POPULATION, Seeds, search
-from workbench.core.execution.jobs import JobContext
 
 D = 4
 

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from workbench.core.errors import Cancelled, WorkbenchError
+from workbench.core.execution.jobs import JobContext
 from workbench.core.generation.storage import load_generator, read_samples, read_training_state
 from workbench.core.generation.training import EpochReport, train_generator
 from workbench.core.generation.vae import VAE
-from workbench.core.execution.jobs import JobContext
 
 
 @pytest.fixture(scope="module")

@@ -12,12 +12,12 @@ import pytest
 import torch
 from torch import nn
 
-from workbench.core.models.activations import NeuronDefinition
 from workbench.core.data.dataset import Dataset, DatasetCard, Split
 from workbench.core.errors import Cancelled, WorkbenchError
-from workbench.core.importance.neuron_importance import ImportanceProgress, compute_importance, load_importance, rank_neurons, top_m
 from workbench.core.execution.jobs import JobContext
 from workbench.core.importance.lrp import LRP, Composite, ZPlus
+from workbench.core.importance.neuron_importance import ImportanceProgress, compute_importance, load_importance, rank_neurons, top_m
+from workbench.core.models.activations import NeuronDefinition
 from workbench.core.models.model_io import LoadedModel, ModelInfo
 from workbench.core.project.folder import Project
 

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.models.model_io import load_model
 from workbench.core.models.architectures import lenet5
+from workbench.core.models.model_io import load_model
 
 CLASS_NAME = re.compile(r"\b\w*(Error|Exception|Warning)\b|\((\w+)\)$")
 

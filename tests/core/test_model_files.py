@@ -151,8 +151,8 @@ def test_nan_pixels_are_blamed_on_the_input_not_the_model(digits_model, digits):
 def test_a_torchscript_model_is_said_plainly_to_work_for_outputs_not_for_layers_or_training(tmp_path, digits, digits_model):
     """Every job that reads layers or trains refuses a TorchScript model with the same statement and the
     state_dict route; those that need only outputs and input gradients work with it."""
-    from workbench.core.importance.ablation import ablation_check
     from workbench.core.coverage import measure_coverage
+    from workbench.core.importance.ablation import ablation_check
     from workbench.core.importance.neuron_importance import compute_importance
     from workbench.core.models.layers import layer_catalogue
     from workbench.core.robustness.retraining import fine_tune

@@ -11,9 +11,9 @@ import torch
 from torch import nn
 
 from workbench.core.errors import WorkbenchError
+from workbench.core.models.architectures import architectures, get_architecture
 from workbench.core.models.layers import layer_catalogue, neuron_count
 from workbench.core.models.model_io import bundled_models, load_model, save_checkpoint
-from workbench.core.models.architectures import architectures, get_architecture
 
 
 def n_params(module) -> int:

@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workbench.core.execution import sharding
 from workbench.core.coverage import measure_coverage
 from workbench.core.errors import Cancelled, WorkbenchError
+from workbench.core.execution import sharding
 from workbench.core.execution.jobs import JobContext
 from workbench.core.execution.shard_plan import ShardFailed, ShardPlan
 from workbench.core.execution.sharding import Distribution, executor_for

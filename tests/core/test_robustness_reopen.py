@@ -7,8 +7,8 @@ import numpy as np
 
 from workbench.core.execution.jobs import JobContext
 from workbench.core.project.folder import Project
-from workbench.core.robustness import study
 from workbench.core.project.staging import run_staged
+from workbench.core.robustness import study
 
 
 def test_fuzzer_tests_that_joined_the_pool_are_in_it_after_reopening(tmp_path, digits, digits_model):

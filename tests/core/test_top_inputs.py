@@ -12,17 +12,17 @@ import pytest
 import torch
 from torch import nn
 
-from workbench.core.models.activations import NeuronDefinition
 from workbench.core.data.dataset import Dataset, DatasetCard, Split
 from workbench.core.errors import WorkbenchError
-from workbench.core.importance.gallery import neuron_gallery
-from workbench.core.importance.neuron_importance import compute_importance, load_importance
 from workbench.core.execution.jobs import JobContext
+from workbench.core.execution.sharding import Distribution
+from workbench.core.importance.gallery import neuron_gallery
 from workbench.core.importance.lrp import LRP
+from workbench.core.importance.neuron_importance import compute_importance, load_importance
+from workbench.core.importance.top_inputs import TopInputs
+from workbench.core.models.activations import NeuronDefinition
 from workbench.core.models.model_io import LoadedModel, ModelInfo
 from workbench.core.project.folder import Project
-from workbench.core.execution.sharding import Distribution
-from workbench.core.importance.top_inputs import TopInputs
 
 CLASSES = ["a", "b", "c"]
 N = 100

@@ -10,8 +10,8 @@ import torch
 
 from workbench.core.errors import Cancelled, WorkbenchError
 from workbench.core.execution.jobs import JobContext, device_description, resolve_device
-from workbench.core.models.model_io import LoadedModel, ModelInfo
 from workbench.core.models.architectures import get_architecture
+from workbench.core.models.model_io import LoadedModel, ModelInfo
 from workbench.core.models.training import check_compatible, evaluate, train
 
 

@@ -16,8 +16,8 @@ import worker_jobs
 
 from workbench.core.errors import Cancelled, WorkbenchError
 from workbench.core.execution.jobs import InlineExecutor, JobContext
-from workbench.core.project.folder import Project
 from workbench.core.execution.worker_process import IN_THREAD, IN_WORKER, ProcessExecutor, starting_worker
+from workbench.core.project.folder import Project
 
 
 @pytest.fixture(scope="module")

@@ -107,8 +107,8 @@ def test_model_that_does_not_fit_the_dataset(qtbot, settled_window, error_dialog
 def test_model_returning_nan_is_reported(qtbot, settled_window, error_dialogs, tmp_path):
     import torch
 
-    from workbench.core.models.model_io import save_checkpoint
     from workbench.core.models.architectures import lenet5
+    from workbench.core.models.model_io import save_checkpoint
 
     module = lenet5()
     with torch.no_grad():

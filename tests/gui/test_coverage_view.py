@@ -48,8 +48,8 @@ def rgba(color: QColor) -> tuple[int, int, int, int]:
 
 def fc2_values(window, split: str) -> np.ndarray:
     """fc2's neuron values for a whole split, captured independently of the view."""
-    from workbench.core.models.activations import NeuronDefinition, collect_activations
     from workbench.core.execution.jobs import JobContext
+    from workbench.core.models.activations import NeuronDefinition, collect_activations
 
     model = window.session.models[MODEL].model
     data = window.session.datasets[DATASET]

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
-from workbench.core.generation.generated import generate_from_folders
 from workbench.core.execution.jobs import JobContext
+from workbench.core.generation.generated import generate_from_folders
 from workbench.core.testsets import resolve
 
 pytestmark = pytest.mark.gui

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
+from workbench.core.execution.jobs import JobContext
 from workbench.core.generation.assessment import latent_walk, sample_grid
 from workbench.core.generation.training import train_generator
-from workbench.core.execution.jobs import JobContext
 
 pytestmark = pytest.mark.gui
 

@@ -85,8 +85,8 @@ def test_a_click_shows_the_kept_inputs_without_a_pass_over_the_training_split(qt
 
 def test_a_result_stored_before_inputs_were_kept_still_yields_a_gallery(qtbot, open_window, settle, batch_passes):
     from workbench.core.data.registry import load_dataset
-    from workbench.core.importance.neuron_importance import compute_importance
     from workbench.core.execution.jobs import JobContext
+    from workbench.core.importance.neuron_importance import compute_importance
     from workbench.core.models.model_io import load_model
     from workbench.gui.shell.demo import open_demo_project
 

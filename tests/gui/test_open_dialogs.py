@@ -94,8 +94,8 @@ def test_a_truncated_npz_opened_as_a_model_is_said_in_words_inside_the_dialog(qt
                                                                                error_dialogs):
     import torch
 
-    from workbench.core.models.model_io import save_checkpoint
     from workbench.core.models.architectures import lenet5
+    from workbench.core.models.model_io import save_checkpoint
 
     window = settled_window
     bad = truncated(fashion_npz(tmp_path / "cut.npz"))

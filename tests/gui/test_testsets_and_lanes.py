@@ -51,8 +51,8 @@ def store_sets(window) -> dict:
 
 
 def test_coverage_view_measures_a_pool_fuzzer_tests_and_a_selection(qtbot, settled_window, tmp_path):
-    from workbench.core.models.activations import NeuronDefinition
     from workbench.core.coverage import measure_coverage
+    from workbench.core.models.activations import NeuronDefinition
     from workbench.core.testsets import resolve
 
     window = settled_window
@@ -157,8 +157,8 @@ def test_the_robustness_view_does_not_start_retraining_by_itself(qtbot, settled_
 def test_long_jobs_run_in_a_worker_process_and_a_gallery_finishes_beside_them(qtbot, open_window, settle, tmp_path):
     import lane_jobs
 
-    from workbench.gui.session.jobs import CANCELLED, PROCESS
     from workbench.core.execution.worker_process import IN_WORKER
+    from workbench.gui.session.jobs import CANCELLED, PROCESS
 
     window = open_window(long_jobs=PROCESS)
     settle(window)

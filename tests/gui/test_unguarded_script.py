@@ -21,8 +21,8 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
 from workbench.core.data.registry import load_dataset_job
-from workbench.gui.shell.app import application, run_gui
 from workbench.gui.session.jobs import LONG
+from workbench.gui.shell.app import application, run_gui
 from workbench.gui.shell.main_window import MainWindow
 
 

@@ -114,9 +114,9 @@ def _criterion_options(items: list[str], criteria: list[str]) -> dict[str, dict]
 
 def _check_coverage_request(args, model, dataset, criteria: list[str]) -> tuple[str, list[str] | None]:
     """Refuse what would fail only after minutes of work. Returns (IDC/SA layer, classic layers or None)."""
+    from workbench.core.errors import WorkbenchError
     from workbench.core.importance.ablation import layer_neuron_count
     from workbench.core.models.activations import NeuronDefinition
-    from workbench.core.errors import WorkbenchError
     from workbench.core.models.layers import default_layer, layer_catalogue
 
     for option, value in (("--m", args.m), ("--batch-size", args.batch_size), ("--max-inputs", args.max_inputs)):
@@ -162,16 +162,16 @@ def _load_states(paths: list[str], criteria: list[str]) -> dict[str, dict]:
 def cmd_coverage(args) -> int:
     import time
 
-    from workbench.core.models.activations import NeuronDefinition
     from workbench.core.coverage import measure_coverage
     from workbench.core.data.registry import load_dataset
     from workbench.core.execution.jobs import JobContext
-    from workbench.core.models.model_io import load_model
-    from workbench.core.project.folder import SETTINGS, Project
-    from workbench.core.sampling import seeded_sample
-    from workbench.core.project.staging import run_staged
     from workbench.core.labeling.labelled_sets import resolve
+    from workbench.core.models.activations import NeuronDefinition
+    from workbench.core.models.model_io import load_model
     from workbench.core.models.training import check_compatible
+    from workbench.core.project.folder import SETTINGS, Project
+    from workbench.core.project.staging import run_staged
+    from workbench.core.sampling import seeded_sample
 
     started = time.monotonic()
     criteria = _criteria_list(args.criteria)

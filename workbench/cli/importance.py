@@ -54,11 +54,11 @@ def add_parsers(sub) -> None:
 def _check_importance_request(args, model, dataset, composite) -> int:
     """Refuse what would fail only after minutes of work: the layer, m, the gallery neuron. Returns the
     layer's neuron count."""
-    from workbench.core.importance.ablation import layer_neuron_count
-    from workbench.core.models.activations import NeuronDefinition
     from workbench.core.errors import WorkbenchError
-    from workbench.core.models.layers import default_layer, layer_catalogue
+    from workbench.core.importance.ablation import layer_neuron_count
     from workbench.core.importance.lrp import LRP
+    from workbench.core.models.activations import NeuronDefinition
+    from workbench.core.models.layers import default_layer, layer_catalogue
 
     if (args.gallery is None) != (args.out is None):
         raise WorkbenchError("--gallery NEURON and --out DIR go together.",
@@ -89,16 +89,16 @@ def _check_importance_request(args, model, dataset, composite) -> int:
 def cmd_importance(args) -> int:
     import time
 
-    from workbench.core.importance.ablation import ablation_check
-    from workbench.core.models.activations import NeuronDefinition
-    from workbench.core.importance.conservation import conservation_check
     from workbench.core.data.registry import load_dataset
+    from workbench.core.importance.ablation import ablation_check
+    from workbench.core.importance.conservation import conservation_check
     from workbench.core.importance.gallery import neuron_gallery, save_gallery_png
     from workbench.core.importance.neuron_importance import compute_importance
+    from workbench.core.models.activations import NeuronDefinition
     from workbench.core.models.model_io import load_model
+    from workbench.core.models.training import check_compatible
     from workbench.core.project.folder import Project
     from workbench.core.project.staging import run_staged
-    from workbench.core.models.training import check_compatible
 
     started = time.monotonic()
     model = load_model(args.model, arch=args.arch, trust=args.trust_file)

@@ -405,9 +405,9 @@ def cmd_select(args) -> int:
 
 
 def cmd_fuzz(args) -> int:
+    from workbench.core.project.staging import StagedProject
     from workbench.core.robustness.fuzzing import fuzz
     from workbench.core.robustness.pool import STORE_KEYS, fuzzer_candidates, merge_pools
-    from workbench.core.project.staging import StagedProject
     from workbench.core.testsets import save_testset
 
     started = time.monotonic()

@@ -42,8 +42,8 @@ def add_parsers(sub) -> None:
 
 def cmd_train(args) -> int:
     from workbench.core.data.registry import load_dataset
-    from workbench.core.project.folder import Project
     from workbench.core.models.training import train_and_save
+    from workbench.core.project.folder import Project
 
     dataset = load_dataset(args.data, download=args.download)
     project = Project.open_or_create(args.project, dataset.recipe.get("name", args.data)) if args.project else None
@@ -77,10 +77,10 @@ def cmd_train(args) -> int:
 
 def cmd_evaluate(args) -> int:
     from workbench.core.data.registry import load_dataset
-    from workbench.core.models.model_io import load_model
     from workbench.core.models.evaluation import save_evaluation
-    from workbench.core.project.folder import Project
+    from workbench.core.models.model_io import load_model
     from workbench.core.models.training import evaluate
+    from workbench.core.project.folder import Project
 
     model = load_model(args.model, arch=args.arch, trust=args.trust_file)
     dataset = load_dataset(args.data, download=args.download)

@@ -72,8 +72,8 @@ def _score_names(text: str) -> list[str]:
 
 
 def cmd_uncertainty(args) -> int:
-    from workbench.core.robustness.scores import softmax_probabilities, uncertainty_summary
     from workbench.core.labeling.labelled_sets import resolve
+    from workbench.core.robustness.scores import softmax_probabilities, uncertainty_summary
 
     started = time.monotonic()
     if args.testset and args.split:
@@ -134,8 +134,8 @@ def _text(r: dict, class_names: list[str]) -> str:
 def _write_csv(path, rows, ids, labels, probs, scores: list[str]) -> str:
     import csv
 
-    from workbench.core.robustness.scores import UNCERTAINTY_SCORES
     from workbench.core.project.store import atomic_path
+    from workbench.core.robustness.scores import UNCERTAINTY_SCORES
 
     path = Path(path)
     values = {name: UNCERTAINTY_SCORES[name](probs) for name in scores}

@@ -29,8 +29,8 @@ from scipy import sparse
 from workbench.core.comparison.items import item_matrix
 from workbench.core.errors import WorkbenchError
 from workbench.core.execution.jobs import JobContext
-from workbench.core.sampling import seeded_sample
 from workbench.core.project.store import text_column
+from workbench.core.sampling import seeded_sample
 
 KIND = "comparison-profile"
 NOVELTY_SAMPLE = 10_000

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from workbench.core.models.activations import NeuronDefinition
 from workbench.core.coverage import artifacts
 from workbench.core.coverage.idc import IDC
 from workbench.core.coverage.passes import feed_batches, fit_pass, measure_pass, split_by_merging
@@ -37,6 +36,7 @@ from workbench.core.coverage.surprise import SurpriseCriterion
 from workbench.core.data.dataset import Split
 from workbench.core.errors import WorkbenchError
 from workbench.core.execution.jobs import JobContext
+from workbench.core.models.activations import NeuronDefinition
 from workbench.core.models.layers import (
     WEIGHTED_TYPES,
     LayerInfo,

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workbench.core.models.activations import NeuronDefinition, stream_activations
 from workbench.core.coverage.clustering import NeuronClusters, cluster_neuron
 from workbench.core.coverage.idc import IDC
 from workbench.core.coverage.per_class import PerClass
@@ -34,6 +33,7 @@ from workbench.core.data.dataset import Split
 from workbench.core.errors import WorkbenchError
 from workbench.core.execution.shard_plan import ShardPlan, range_inputs, range_plan
 from workbench.core.execution.sharding import input_ranges, run_plan, running_here, sharding
+from workbench.core.models.activations import NeuronDefinition, stream_activations
 
 
 @dataclass

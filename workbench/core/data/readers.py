@@ -14,9 +14,9 @@ import numpy as np
 from workbench.core.data.class_names import FASHION_CLASSES
 from workbench.core.data.dataset import (Dataset, DatasetCard, Split, as_image_array, as_labels,
                                  check_unit_range, class_names_from, to_nchw)
+from workbench.core.data.idx import load_idx_pair
 from workbench.core.errors import WorkbenchError
 from workbench.core.files import folder_entries, regular_file
-from workbench.core.data.idx import load_idx_pair
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp"}
 MAX_IMAGE_SIDE = 4096  # a larger picture is no classifier input; its header is read, never its pixels

@@ -20,9 +20,9 @@ import numpy as np
 
 from workbench.core.data.class_names import DIGIT_CLASSES, FASHION_CLASSES
 from workbench.core.data.dataset import Dataset, DatasetCard, Split, stratified_split
+from workbench.core.data.idx import load_idx_pair
 from workbench.core.data.readers import load_path, load_torchvision
 from workbench.core.errors import WorkbenchError
-from workbench.core.data.idx import load_idx_pair
 
 FASHION_MNIST_INSTALL = "sudo apt-get install dataset-fashion-mnist"
 

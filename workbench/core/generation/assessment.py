@@ -29,8 +29,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.generation.protocol import ACCEPTANCE_WARNING, Generator, check_fits
 from workbench.core.execution.jobs import JobContext
+from workbench.core.generation.protocol import ACCEPTANCE_WARNING, Generator, check_fits
 
 LATENT_SAMPLES = 1000
 ACCEPTANCE_SAMPLES = 500

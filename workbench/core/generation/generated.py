@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from workbench.core.errors import Cancelled, WorkbenchError
+from workbench.core.execution.jobs import JobContext
 from workbench.core.generation.tig import BUDGET, GenerationRun, generate
 from workbench.core.generation.training import dataset_spec
-from workbench.core.execution.jobs import JobContext
 from workbench.core.project.store import text_column
 
 ROLE = "generated"

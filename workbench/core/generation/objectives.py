@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.generation.assessment import classifier_logits
 from workbench.core.execution.jobs import JobContext
+from workbench.core.generation.assessment import classifier_logits
 
 OBJECTIVES = ("misbehaviour", "idc", "both")
 MAX_TARGETS = 2 ** 20  # combinations an IDC objective may enumerate (m = 10 neurons of 4 clusters)
@@ -155,8 +155,8 @@ def idc_objective(ctx: JobContext, classifier, dataset, layer: str | None = None
                   reference: str = "test", seed: int = 0, importance=None) -> NewCombination:
     """Fit IDC of `classifier`'s `layer` (the default coverage layer when None) on `dataset`'s training
     split, measure the `reference` split, and target the combinations it leaves uncovered."""
-    from workbench.core.models.activations import NeuronDefinition
     from workbench.core.coverage.measure import measure_coverage
+    from workbench.core.models.activations import NeuronDefinition
     from workbench.core.models.layers import default_layer, layer_catalogue
 
     catalogue = layer_catalogue(classifier.module, dataset.image_shape)

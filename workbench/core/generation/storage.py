@@ -29,8 +29,8 @@ from workbench.core.generation.descriptor import (FORMAT, MAX_CLASSES, MAX_VALUE
 from workbench.core.generation.protocol import Generator, GeneratorCard
 from workbench.core.generation.registry import create_generator, get_generator_kind
 from workbench.core.models.model_io import weights_digest
-from workbench.core.resources import resources_dir
 from workbench.core.project.store import atomic_folder, write_json
+from workbench.core.resources import resources_dir
 
 DESCRIPTOR = "generator.json"
 SAMPLES = "samples.npy"

@@ -57,11 +57,11 @@ from workbench.core.generation.assessment import (
     draw_indices,
     encode_in_batches,
 )
-from workbench.core.generation.objectives import Misbehaviour
-from workbench.core.generation.protocol import Generator, check_fits
 from workbench.core.execution.jobs import JobContext
 from workbench.core.execution.shard_plan import ShardPlan, split_list
 from workbench.core.execution.sharding import planned_shards, run_plan, sharding
+from workbench.core.generation.objectives import Misbehaviour
+from workbench.core.generation.protocol import Generator, check_fits
 
 POPULATION, ELITE, BUDGET = 25, 10, 250
 EXTENTS = {"high": 1000.0, "low": 10000.0}  # the latent range divided by this is the mutation extent

@@ -266,8 +266,8 @@ def train_validators(ctx: JobContext, dataset, reference, out, *, epochs: int = 
     dataset. With `half` the VAEs are stored at float16, rounded before the thresholds are fitted."""
     from workbench.core.generation.storage import load_generator, save_generator
     from workbench.core.generation.training import dataset_spec, train_generator
-    from workbench.core.project.store import atomic_folder, library_versions, write_json
     from workbench.core.models.training import train_and_save
+    from workbench.core.project.store import atomic_folder, library_versions, write_json
 
     from workbench.core.files import check_new_folder
 

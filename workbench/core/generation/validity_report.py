@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from workbench.core.generation.validity import MAIN_QUANTILE
 from workbench.core.execution.jobs import JobContext
+from workbench.core.generation.validity import MAIN_QUANTILE
 
 
 @dataclass
@@ -45,8 +45,8 @@ def proxy_groups(columns: dict, verdicts: dict, thresholds: dict) -> list[dict]:
     """Per generator and extent (when the set has those columns): inputs, how many each proxy accepts,
     the oracle's verdicts on the inputs both validity proxies accept, and SelfOracle's acceptance at
     every fitted quantile."""
-    from workbench.core.project.store import text_column
     from workbench.core.generation.validity import invalid_by_loss
+    from workbench.core.project.store import text_column
 
     n = len(verdicts["proxy_selforacle_loss"])
     if "generator" in columns and "extent" in columns:
@@ -78,8 +78,8 @@ def judge_testset(ctx: JobContext, project_folder, testset: str, data: str | Non
     dataset when not given)."""
     from workbench.core.data.registry import load_dataset
     from workbench.core.generation.validators import load_validators
-    from workbench.core.project.folder import Project
     from workbench.core.labeling.labelled_sets import resolve
+    from workbench.core.project.folder import Project
 
     project = Project.open(project_folder) if project_folder else None
     # a stored set needs no dataset to be read (its images are in the project): only --data is loaded

@@ -30,12 +30,13 @@ from typing import Sequence
 
 import numpy as np
 
-from workbench.core.models.activations import NeuronDefinition, hook_point, neuron_values
 from workbench.core.data.dataset import step_batch
 from workbench.core.errors import WorkbenchError
-from workbench.core.models.hooks import own_thread, private_copy
-from workbench.core.importance.neuron_importance import cache_key, dataset_identity
 from workbench.core.execution.jobs import JobContext
+from workbench.core.importance.neuron_importance import cache_key, dataset_identity
+from workbench.core.models.activations import NeuronDefinition, hook_point, neuron_values
+from workbench.core.models.hooks import own_thread, private_copy
+from workbench.core.project.folder import read_stored
 from workbench.core.project.store import reading
 
 ARTIFACT_KIND = "ablation"
@@ -272,16 +273,11 @@ def ablation_check(ctx: JobContext, model, dataset, layer: str, important: Seque
            "draws": int(draws), "seed": int(seed), "max_inputs": int(max_inputs) if indices is not None else None,
            "random_from": "all neurons of the layer, uniform without replacement", "downstream_layer": downstream}
     key = cache_key(how)
-    if project is not None:
-        found = project.find_artifact(ARTIFACT_KIND, cache_key=key)
-        if found is not None:
-            try:
-                result = load_ablation(project, found)
-            except WorkbenchError as exc:  # damaged or not what an ablation result holds: run again
-                ctx.notice(f"{exc.message} The ablation is run again.")
-            else:
-                ctx.progress(total, total, "ablation (reused)")
-                return result
+    stored = None if project is None else read_stored(project, ARTIFACT_KIND, load_ablation, ctx.notice,
+                                                      "run again", cache_key=key)
+    if stored is not None:
+        ctx.progress(total, total, "ablation (reused)")
+        return stored
 
     shape = next(l.output_shape for l in catalogue if l.name == hooked)
     passes = 2 if mode == "mean" else 1

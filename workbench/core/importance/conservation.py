@@ -21,9 +21,9 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from workbench.core.models.activations import NeuronDefinition
 from workbench.core.errors import WorkbenchError
 from workbench.core.execution.jobs import JobContext
+from workbench.core.models.activations import NeuronDefinition
 from workbench.core.sampling import seeded_sample
 
 

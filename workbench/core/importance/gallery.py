@@ -29,13 +29,13 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench.core.models.activations import NeuronDefinition, forward_values, hook_point, neuron_values
 from workbench.core.data.dataset import step_batch
 from workbench.core.errors import WorkbenchError
-from workbench.core.importance.neuron_importance import LRP_PASSES, neuron_relevance
 from workbench.core.execution.jobs import JobContext
-from workbench.core.project.store import atomic_path, write_json
+from workbench.core.importance.neuron_importance import LRP_PASSES, neuron_relevance
 from workbench.core.importance.top_inputs import NeuronTop
+from workbench.core.models.activations import NeuronDefinition, forward_values, hook_point, neuron_values
+from workbench.core.project.store import atomic_path, write_json
 
 
 @dataclass
@@ -108,8 +108,8 @@ class _LayerReader:
     """An LRP explainer plus an activation hook for one layer of one model: relevance and values per batch."""
 
     def __init__(self, model, image_shape, definition: NeuronDefinition, rule, device):
-        from workbench.core.models.layers import layer_catalogue
         from workbench.core.importance.lrp import LRP, as_composite
+        from workbench.core.models.layers import layer_catalogue
 
         self.module = model.module
         self.module.to(device).eval()

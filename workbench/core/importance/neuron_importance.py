@@ -27,15 +27,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from workbench.core.models.activations import NeuronDefinition, forward_values, hook_point, neuron_values
 from workbench.core.data.dataset import step_batch
 from workbench.core.errors import WorkbenchError
 from workbench.core.execution.jobs import JobContext
-from workbench.core.sampling import seeded_sample
 from workbench.core.execution.shard_plan import range_inputs, range_plan
 from workbench.core.execution.sharding import input_ranges, run_plan, sharding
-from workbench.core.project.store import reading
 from workbench.core.importance.top_inputs import COLUMNS, RANKINGS, TopInputs, array_name
+from workbench.core.models.activations import NeuronDefinition, forward_values, hook_point, neuron_values
+from workbench.core.project.folder import read_stored
+from workbench.core.project.store import reading
+from workbench.core.sampling import seeded_sample
 
 TOP_INPUTS = 16  # inputs kept per neuron for its gallery (the view shows 9); 0 keeps none
 
@@ -205,17 +206,12 @@ def compute_importance(ctx: JobContext, model, dataset, layer: str | NeuronDefin
     key = cache_key(determinants)
     how = {"model": model.name, **determinants, "seed": int(seed)}
 
-    if project is not None:
-        found = project.find_artifact(ARTIFACT_KIND, cache_key=key, **({"per_class": True} if per_class else {}))
-        if found is not None:
-            try:
-                result = load_importance(project, found)
-            except WorkbenchError as exc:  # damaged or not what an importance result holds: computed again
-                ctx.notice(f"{exc.message} The relevance is computed again.")
-            else:
-                total = result.inputs
-                ctx.progress(total, total, "importance (reused)")
-                return result
+    stored = None if project is None else read_stored(project, ARTIFACT_KIND, load_importance, ctx.notice,
+                                                      "computed again", cache_key=key,
+                                                      **({"per_class": True} if per_class else {}))
+    if stored is not None:
+        ctx.progress(stored.inputs, stored.inputs, "importance (reused)")
+        return stored
     if stored_only:
         return None
 

@@ -11,11 +11,11 @@ resolves it here.
 
 from __future__ import annotations
 
+from workbench.core import testsets
 from workbench.core.errors import WorkbenchError
 from workbench.core.labeling.label_store import LabelStore, store_path
 from workbench.core.labeling.study import SUBSETS
 from workbench.core.labeling.validated import human_subset
-from workbench.core import testsets
 from workbench.core.testsets import Source, TestSet, TestSetInfo
 
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workbench.core.labeling.answers import AnswerOptions, options_for
 from workbench.core.errors import WorkbenchError
+from workbench.core.labeling.answers import AnswerOptions, options_for
 from workbench.core.labeling.label_store import LabelStore, open_store, read_store
 from workbench.core.labeling.queue import checks_needed
 from workbench.core.labeling.session import CheckImages, LabellingSession

@@ -15,8 +15,8 @@ import numpy as np
 
 from workbench.core.data.dataset import STEP_INPUTS
 from workbench.core.errors import WorkbenchError
-from workbench.core.models.hooks import own_thread
 from workbench.core.execution.jobs import JobContext
+from workbench.core.models.hooks import own_thread
 from workbench.core.models.layers import find_layer, is_scripted, layer_catalogue, scripted_model_error
 
 

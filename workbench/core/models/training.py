@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from workbench.core.data.dataset import Dataset
-from workbench.core.models.activations import STEP_INPUTS
 from workbench.core.data.class_order import class_order_check
+from workbench.core.data.dataset import Dataset
 from workbench.core.errors import Cancelled, WorkbenchError
 from workbench.core.execution.jobs import JobContext
-from workbench.core.models.model_io import LoadedModel, ModelInfo
+from workbench.core.models.activations import STEP_INPUTS
 from workbench.core.models.architectures import get_architecture
+from workbench.core.models.model_io import LoadedModel, ModelInfo
 
 
 def compatibility_problem(info, dataset: Dataset, name: str = "") -> str | None:

@@ -22,7 +22,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 
@@ -610,3 +610,19 @@ def _without_marks(settings: dict) -> dict:
     """The settings as stored: damage marks are found on opening, never saved."""
     artifacts = {n: {k: v for k, v in e.items() if k != "problem"} for n, e in settings["artifacts"].items()}
     return {**settings, "artifacts": artifacts}
+
+
+def read_stored(project, kind: str, load: Callable[[Any, str], Any], notice: Callable[[str], None], redo: str,
+                **match) -> Any | None:
+    """The intact artifact `project.find_artifact(kind, **match)` names, read with `load(project, name)` (a
+    `Project` or a job's `StagedProject`); None when there is none, or when it cannot be read as what `load`
+    expects — then `notice` says so and that the result is `redo` ("computed again"), and the caller computes
+    it afresh."""
+    found = project.find_artifact(kind, **match)
+    if found is None:
+        return None
+    try:
+        return load(project, found)
+    except WorkbenchError as exc:
+        notice(f"{exc.message} The result is {redo}.")
+        return None

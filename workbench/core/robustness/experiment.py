@@ -23,14 +23,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from workbench.core.errors import WorkbenchError
+from workbench.core.execution.shard_plan import ShardPlan
+from workbench.core.execution.sharding import run_plan, sharding
 from workbench.core.robustness.attacks import check_eps
 from workbench.core.robustness.pool import CandidatePool, build_pool, holdout
 from workbench.core.robustness.reports import REPORT_SUBSET, robustness_report
 from workbench.core.robustness.retraining import CHECKPOINT_MODES, fine_tune
 from workbench.core.robustness.selection import resolve_budget, select
 from workbench.core.sampling import seeded_sample
-from workbench.core.execution.shard_plan import ShardPlan
-from workbench.core.execution.sharding import run_plan, sharding
 
 DEFAULT_STRATEGIES = ("be-st", "km-st", "deepgini", "random")
 

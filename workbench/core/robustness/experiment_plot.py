@@ -102,8 +102,8 @@ def save_experiment_plot(rows: list[dict], path, title: str = "", size: tuple[in
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    from workbench.core.robustness.experiment_report import experiment_series, metric_y_range, padded
     from workbench.core.project.store import atomic_path
+    from workbench.core.robustness.experiment_report import experiment_series, metric_y_range, padded
 
     series = experiment_series(rows)
     if not series:

@@ -23,9 +23,9 @@ from workbench.core.robustness.attacks import (
     attack_split,
     check_eps,
 )
-from workbench.core.robustness.scores import UNCERTAINTY_SCORES, score_inputs
 from workbench.core.execution.shard_plan import range_inputs, range_plan
 from workbench.core.execution.sharding import input_ranges, run_plan, sharding
+from workbench.core.robustness.scores import UNCERTAINTY_SCORES, score_inputs
 
 #: Provenance keys the store adds (not how the pool was made), left out when a stored pool is read back.
 STORE_KEYS = ("kind", "role", "created", "versions")

@@ -382,9 +382,9 @@ def neuron_coverage_items(ctx, model, layer, images, threshold: float = 0.0, bat
     0 marks the neurons active above the layer's minimum (DeepXplore's t = 0); the coverage reports'
     NC uses 0.75. `images` are N×C×H×W in [0, 1] (or a `Split`); the model must be in eval mode.
     """
-    from workbench.core.models.activations import NeuronDefinition, stream_activations
     from workbench.core.coverage.neuron import NC
     from workbench.core.data.dataset import Split, as_image_array
+    from workbench.core.models.activations import NeuronDefinition, stream_activations
     from workbench.core.models.layers import layer_catalogue
     from workbench.core.robustness.scores import check_eval, torch_module
 

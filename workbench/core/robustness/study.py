@@ -17,8 +17,8 @@ from workbench.core.data.dataset import Dataset
 from workbench.core.errors import WorkbenchError
 from workbench.core.execution.jobs import JobContext
 from workbench.core.models.model_io import LoadedModel
-from workbench.core.robustness.runs import latest_run
 from workbench.core.project.store import reading
+from workbench.core.robustness.runs import latest_run
 
 
 @dataclass

@@ -20,14 +20,14 @@ from PySide6.QtWidgets import QApplication
 
 import workbench
 from workbench.core.errors import WorkbenchError
-from workbench.core.project.folder import SETTINGS, Project
 from workbench.core.execution.worker_process import leave_if_starting_worker
+from workbench.core.project.folder import SETTINGS, Project
 from workbench.gui.session import ui_gc
 from workbench.gui.session.app_settings import APPLICATION, ORGANISATION
-from workbench.gui.shell.demo import open_demo_project
-from workbench.gui.widgets.error_dialog import install_excepthook, report_error
 from workbench.gui.session.jobs import PROCESS
+from workbench.gui.shell.demo import open_demo_project
 from workbench.gui.shell.main_window import DEFAULT_SIZE, VIEW_TITLES, MainWindow
+from workbench.gui.widgets.error_dialog import install_excepthook, report_error
 
 SCREENSHOT_TIMEOUT_S = 180
 IDLE_POLLS = 3  # consecutive idle polls, 100 ms apart, before the window counts as settled

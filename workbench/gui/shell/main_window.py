@@ -26,29 +26,29 @@ from workbench.gui.session.app_settings import (
     store_distribution,
     stored_distribution,
 )
+from workbench.gui.plotting.frame_paint import window_event
+from workbench.gui.plotting.plot_style import configure_pyqtgraph
+from workbench.gui.session.jobs import FAILED, LONG, THREAD, Job, JobRunner
+from workbench.gui.session.selection import Selection
+from workbench.gui.session.session import Session
+from workbench.gui.session.view_settings import ViewSettings
 from workbench.gui.shell.distribution_dialog import DistributionDialog, connect
 from workbench.gui.shell.documentation import DocumentationWindow
-from workbench.gui.widgets.error_dialog import report_error, report_problems
-from workbench.gui.plotting.frame_paint import window_event
-from workbench.gui.session.jobs import FAILED, LONG, THREAD, Job, JobRunner
 from workbench.gui.shell.open_dialogs import OpenDatasetDialog, OpenModelDialog
-from workbench.gui.plotting.plot_style import configure_pyqtgraph
 from workbench.gui.shell.project_panel import ProjectPanel
-from workbench.gui.session.selection import Selection
 from workbench.gui.shell.selection_toolbar import SelectionToolBar
-from workbench.gui.session.session import Session
 from workbench.gui.shell.status_bar import StatusBar
-from workbench.gui.session.view_settings import ViewSettings
 from workbench.gui.views.compare_view import CompareView
 from workbench.gui.views.coverage_view import CoverageView
 from workbench.gui.views.data_view import DataView
 from workbench.gui.views.generation_view import GenerationView
-from workbench.gui.views.labeling_view import LabelingView
 from workbench.gui.views.generators_view import GeneratorsView
 from workbench.gui.views.importance_view import ImportanceView
+from workbench.gui.views.labeling_view import LabelingView
 from workbench.gui.views.model_view import ModelView
 from workbench.gui.views.robustness_view import RobustnessView
 from workbench.gui.views.training_view import TrainingView
+from workbench.gui.widgets.error_dialog import report_error, report_problems
 from workbench.gui.widgets.export import export_notices
 from workbench.gui.widgets.jobs_panel import JobsPanel
 from workbench.gui.widgets.notice_bar import NoticeBar

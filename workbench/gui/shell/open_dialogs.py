@@ -19,8 +19,8 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
 
 from workbench.core.errors import WorkbenchError
 from workbench.gui.plotting.colors import ERROR_TEXT
-from workbench.gui.widgets.error_dialog import describe, report_error
 from workbench.gui.widgets.empty_state import keep_space_when_hidden
+from workbench.gui.widgets.error_dialog import describe, report_error
 
 # The names only: importing torchvision here would slow the dialog down.
 TORCHVISION_SETS = ("MNIST", "FashionMNIST", "KMNIST", "CIFAR10", "CIFAR100", "SVHN")

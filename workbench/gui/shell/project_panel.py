@@ -30,9 +30,9 @@ from PySide6.QtWidgets import (
 from workbench.core.artifact_labels import created_at, describe_artifact, kind_heading, kind_order
 from workbench.core.errors import WorkbenchError
 from workbench.gui.plotting.colors import ERROR_TEXT
-from workbench.gui.widgets.error_dialog import report_error
 from workbench.gui.session.selection import Selection
 from workbench.gui.session.session import Session
+from workbench.gui.widgets.error_dialog import report_error
 from workbench.gui.widgets.export import announce_export
 
 MIN_WIDTH = 200  # the panel never gets narrower than this, whatever the views ask of the window

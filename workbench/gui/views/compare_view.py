@@ -29,9 +29,9 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QGridLayout,
 from workbench.core.comparison.report import (COLOURS, DIFFERENCE_COLUMNS, difference_rows, table_rows, write_csv,
                                               write_html, write_json)
 from workbench.core.comparison.report import verdict as verdict_text
+from workbench.gui.plotting.plot_style import set_tick_texts, show_grid
 from workbench.gui.session.jobs import IO, LONG
 from workbench.gui.session.keyed_jobs import KeyedJobs
-from workbench.gui.plotting.plot_style import set_tick_texts, show_grid
 from workbench.gui.session.selection import Selection
 from workbench.gui.session.session import Session
 from workbench.gui.views.view_inputs import error_text

@@ -18,7 +18,6 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
-    QFileDialog,
     QHBoxLayout,
     QLabel,
     QMenu,
@@ -32,13 +31,12 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.core.coverage.registry import criterion_catalogue
-from workbench.core.errors import WorkbenchError
 from workbench.gui.session.coverage_choices import criterion_titles, default_sets, set_color, test_set_choices
 from workbench.gui.session.coverage_runs import DONE, RUNNING, CoverageRequest, CoverageRuns
-from workbench.gui.widgets.error_dialog import report_error
 from workbench.gui.session.selection import Selection
 from workbench.gui.session.session import Session
 from workbench.gui.views.analysis_view import AnalysisView
+from workbench.gui.widgets.error_dialog import report_error
 from workbench.gui.views.coverage_matrices import (
     MAX_DRAWN_CELLS,
     IdcPanel,
@@ -52,7 +50,7 @@ from workbench.gui.views.view_inputs import duration_text, error_text
 from workbench.gui.widgets.cell_inputs import CellInputs
 from workbench.gui.widgets.coverage_table import CoverageTable
 from workbench.gui.widgets.empty_state import view_frame
-from workbench.gui.widgets.export import export_csv, export_png
+from workbench.gui.widgets.export import export_csv, export_png, save_as
 from workbench.gui.widgets.growth_plot import GrowthPlot
 
 DEFAULT_M = 6
@@ -730,17 +728,8 @@ class CoverageView(AnalysisView):
 
     def _export(self, suffix: str, name: str, write: Callable[[str], object]) -> None:
         filters = {".png": "PNG image (*.png)", ".csv": "CSV table (*.csv)"}
-        default = f"{name}-{self.selection.model}-{self.selection.layer}{suffix}"
-        path, _ = QFileDialog.getSaveFileName(self, "Export", default, filters[suffix])
-        if not path:
-            return
-        if not path.endswith(suffix):
-            path += suffix
-        try:
-            write(path)
-        except OSError as exc:
-            report_error(self, WorkbenchError(f"Could not write {path}: {exc.strerror or exc}.",
-                                              "Choose a folder you can write to.", details=repr(exc)))
+        save_as(self, "Export", f"{name}-{self.selection.model}-{self.selection.layer}{suffix}", filters[suffix],
+                write)
 
     def export_idc_png(self, path: str):
         return export_png(self.idc.matrix.scene(), path)

@@ -12,18 +12,16 @@ import html
 import numpy as np
 from PySide6.QtCore import QModelIndex, Qt
 from PySide6.QtGui import QIcon, QImage, QPixmap
-from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QFrame, QHBoxLayout, QLabel, QMenu, QSlider,
+from PySide6.QtWidgets import (QComboBox, QFormLayout, QFrame, QHBoxLayout, QLabel, QMenu, QSlider,
                                QSplitter, QToolButton, QVBoxLayout, QWidget)
 
 from workbench.core.data.class_names import class_index_text
-from workbench.core.errors import WorkbenchError
 from workbench.gui.plotting.colors import ERROR_TEXT, MISMATCH, class_color
-from workbench.gui.widgets.error_dialog import report_error
+from workbench.gui.plotting.staged_paint import StagedPaint
 from workbench.gui.session.selection import Selection
 from workbench.gui.session.session import Session
-from workbench.gui.plotting.staged_paint import StagedPaint
 from workbench.gui.widgets.empty_state import MessageOrContent
-from workbench.gui.widgets.export import export_csv, save_pixmap
+from workbench.gui.widgets.export import export_csv, save_as, save_pixmap
 from workbench.gui.widgets.thumbnail_grid import OUTCOMES, ThumbnailGrid
 
 OUTCOME_LABELS = {"all": "All images", "wrong": "Misclassified only", "right": "Correctly classified only"}
@@ -380,10 +378,8 @@ class DataView(QWidget):
     # --- export -------------------------------------------------------------------------------------
 
     def _export_csv(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Export", f"{self.dataset.name}-{self.shown_split}.csv",
-                                              "CSV table (*.csv)")
-        if path:
-            self._write_export(path, lambda: export_csv(self.rows_for_export, path))
+        save_as(self, "Export", f"{self.dataset.name}-{self.shown_split}.csv", "CSV table (*.csv)",
+                lambda path: export_csv(self.rows_for_export, path))
 
     def rows_for_export(self) -> tuple[list[str], list[list]]:
         model = self.grid.thumbnails
@@ -399,14 +395,5 @@ class DataView(QWidget):
         return header, rows
 
     def _export_png(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Export", f"{self.dataset.name}-{self.shown_split}.png",
-                                              "PNG image (*.png)")
-        if path:
-            self._write_export(path, lambda: save_pixmap(self.grid.viewport().grab(), path))
-
-    def _write_export(self, path: str, write) -> None:
-        try:
-            write()
-        except OSError as exc:
-            report_error(self, WorkbenchError(f"Could not write {path}: {exc.strerror or exc}.",
-                                              "Choose a folder you can write to.", details=repr(exc)))
+        save_as(self, "Export", f"{self.dataset.name}-{self.shown_split}.png", "PNG image (*.png)",
+                lambda path: save_pixmap(self.grid.viewport().grab(), path))

@@ -24,14 +24,14 @@ from workbench.core.generation import storage
 from workbench.core.generation.generated import default_name, generate_from_folders, latest_generated, load_generated
 from workbench.core.generation.tig import BUDGET
 from workbench.core.project.store import text_column
-from workbench.gui.widgets.error_dialog import report_error
 from workbench.gui.session.jobs import IO, LONG
 from workbench.gui.session.keyed_jobs import KeyedJobs
 from workbench.gui.session.selection import Selection
 from workbench.gui.session.session import Session
 from workbench.gui.views.view_inputs import error_text
 from workbench.gui.widgets.empty_state import keep_space_when_hidden
-from workbench.gui.widgets.export import announce_export, save_pixmap
+from workbench.gui.widgets.error_dialog import report_error
+from workbench.gui.widgets.export import announce_export, save_as, save_pixmap
 from workbench.gui.widgets.pair_gallery import Pair, PairGallery
 
 SUMMARY_COLUMNS = ("Generator", "Extent", "Kept", "Found", "Mean gen.", "New IDC", "Proxy-valid", "+ oracle",
@@ -478,13 +478,8 @@ class GenerationView(QWidget):
     # --- exports -----------------------------------------------------------------------------------
 
     def export_gallery(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Export the gallery", "generation-gallery.png", "PNG (*.png)")
-        if path:
-            try:
-                announce_export(save_pixmap(self.gallery.picture(), path))
-            except OSError as exc:
-                report_error(self, WorkbenchError(f"Could not write {path}: {exc}", "Choose a folder you can write "
-                                                  "to."), title="Export failed")
+        save_as(self, "Export the gallery", "generation-gallery.png", "PNG (*.png)",
+                lambda path: save_pixmap(self.gallery.picture(), path))
 
     def export_records(self) -> None:
         """records.csv and one PNG per input, into a new folder named after the set inside the folder chosen."""

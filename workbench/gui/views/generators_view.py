@@ -26,14 +26,14 @@ from workbench.core.generation import assessment, storage
 from workbench.core.generation.registry import generator_kinds
 from workbench.core.generation.training import train_with_reference
 from workbench.gui.plotting.colors import MISMATCH
-from workbench.gui.widgets.error_dialog import report_error
 from workbench.gui.session.jobs import INTERACTIVE, IO, LONG
 from workbench.gui.session.keyed_jobs import KeyedJobs
 from workbench.gui.session.selection import Selection
 from workbench.gui.session.session import Session
 from workbench.gui.views.view_inputs import error_text
 from workbench.gui.widgets.empty_state import MessageOrContent, keep_space_when_hidden
-from workbench.gui.widgets.export import save_pixmap
+from workbench.gui.widgets.error_dialog import report_error
+from workbench.gui.widgets.export import save_as, save_pixmap
 from workbench.gui.widgets.loss_curves import LossCurves
 from workbench.gui.widgets.sample_grid import SampleGrid
 
@@ -452,13 +452,8 @@ class GeneratorsView(QWidget):
         if self.samples.pixmap() is None or self.samples.pixmap().isNull():
             return
         name = self.chosen["name"] if self.chosen else "samples"
-        path, _ = QFileDialog.getSaveFileName(self, "Export samples", f"{name}-samples.png", "PNG (*.png)")
-        if path:
-            try:
-                save_pixmap(self.samples.picture(), path)
-            except OSError as exc:
-                report_error(self, WorkbenchError(f"Could not write {path}: {exc}", "Choose a folder you can write "
-                                                  "to."), title="Export failed")
+        save_as(self, "Export samples", f"{name}-samples.png", "PNG (*.png)",
+                lambda path: save_pixmap(self.samples.picture(), path))
 
     def _walk_values(self) -> np.ndarray:
         card = self.generator.card

@@ -15,7 +15,6 @@ import numpy as np
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
     QCheckBox,
-    QFileDialog,
     QHBoxLayout,
     QLabel,
     QMenu,
@@ -28,21 +27,21 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.core.importance.ablation import ablation_check
 from workbench.core.errors import WorkbenchError
+from workbench.core.importance.ablation import ablation_check
 from workbench.core.importance.gallery import explain, kept_items, neuron_gallery
-from workbench.gui.widgets.error_dialog import report_error
+from workbench.gui.plotting.staged_paint import StagedPaint
 from workbench.gui.session.jobs import INTERACTIVE, Job
 from workbench.gui.session.keyed_jobs import KeyedJobs
 from workbench.gui.session.selection import Selection
 from workbench.gui.session.session import Session
-from workbench.gui.plotting.staged_paint import StagedPaint
 from workbench.gui.views.analysis_view import AnalysisView
 from workbench.gui.views.model_view import section_label
 from workbench.gui.views.view_inputs import error_text, fitted_on
 from workbench.gui.widgets.ablation_panel import AblationPanel
 from workbench.gui.widgets.empty_state import MessageOrContent, view_frame
-from workbench.gui.widgets.export import announce_export, export_csv, export_png
+from workbench.gui.widgets.error_dialog import report_error
+from workbench.gui.widgets.export import announce_export, export_csv, export_png, save_as
 from workbench.gui.widgets.gallery_strip import GalleryPanel, Tile
 from workbench.gui.widgets.input_inspector import InputInspector
 from workbench.gui.widgets.relevance_heatmap import RelevanceHeatmap
@@ -673,17 +672,7 @@ class ImportanceView(AnalysisView):
         self.export_actions["ablation_csv"].setEnabled(self.ablation.result is not None)
 
     def _export(self, file_filter: str, suffix: str, what: str, write: Callable[[str], object]) -> None:
-        name = f"{what}-{self.selection.model}-{self.selection.layer}{suffix}"
-        path, _ = QFileDialog.getSaveFileName(self, "Export", name, file_filter)
-        if not path:
-            return
-        if not path.endswith(suffix):
-            path += suffix
-        try:
-            write(path)
-        except OSError as exc:
-            report_error(self, WorkbenchError(f"Could not write {path}: {exc.strerror or exc}.",
-                                              "Choose a folder you can write to.", details=repr(exc)))
+        save_as(self, "Export", f"{what}-{self.selection.model}-{self.selection.layer}{suffix}", file_filter, write)
 
     def export_heatmap_png(self, path: str):
         return export_png(self.heatmap.scene(), path)

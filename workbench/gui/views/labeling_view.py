@@ -39,12 +39,12 @@ from workbench.core.labeling.label_store import LabelStore, store_path
 from workbench.core.labeling.project_studies import check_images, current_study, prepare_study, start_session
 from workbench.core.labeling.study import SUBSETS
 from workbench.gui.session.app_settings import app_settings
-from workbench.gui.widgets.error_dialog import report_error
 from workbench.gui.session.jobs import IO
 from workbench.gui.session.keyed_jobs import KeyedJobs
 from workbench.gui.session.selection import Selection
 from workbench.gui.session.session import Session
 from workbench.gui.views.view_inputs import error_text
+from workbench.gui.widgets.error_dialog import report_error
 from workbench.gui.widgets.export import announce_export
 from workbench.gui.widgets.label_canvas import LabelCanvas
 

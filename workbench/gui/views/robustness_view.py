@@ -32,7 +32,6 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
-    QFileDialog,
     QHBoxLayout,
     QLabel,
     QMenu,
@@ -49,11 +48,11 @@ from workbench.core.robustness.experiment_report import (
     experiment_series,
     strategy_title,
 )
-from workbench.gui.widgets.error_dialog import report_error
 from workbench.gui.session.jobs import INTERACTIVE, LONG
 from workbench.gui.session.keyed_jobs import KeyedJobs
 from workbench.gui.session.selection import Selection
 from workbench.gui.session.session import Session
+from workbench.gui.widgets.error_dialog import report_error
 from workbench.gui.views.robustness_panels import (
     OFFERED,
     QUICK_GRID,
@@ -69,7 +68,7 @@ from workbench.gui.views.robustness_report import (
 )
 from workbench.gui.views.view_inputs import duration_text, error_text, ready_inputs
 from workbench.gui.widgets.empty_state import view_frame
-from workbench.gui.widgets.export import export_csv
+from workbench.gui.widgets.export import export_csv, save_as
 from workbench.gui.widgets.fol_histogram import FolHistogram, fol_kind_label
 from workbench.gui.widgets.selection_strip import SelectionStrip
 
@@ -608,10 +607,8 @@ class RobustnessView(QWidget):
                          *(float(v[i]) for v in p.scores.values())] for i in range(len(p))]
 
     def _save_csv(self, rows, title: str) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, f"Save {title}", f"{title.lower().replace(' ', '-')}.csv",
-                                              "CSV (*.csv)")
-        if path:
-            export_csv(rows, path)
+        save_as(self, f"Save {title}", f"{title.lower().replace(' ', '-')}.csv", "CSV (*.csv)",
+                lambda path: export_csv(rows, path))
 
     def status_text(self) -> str:
         return self.summary.text()

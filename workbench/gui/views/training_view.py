@@ -16,11 +16,11 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.models.architectures import architectures
-from workbench.gui.widgets.error_dialog import report_error
 from workbench.gui.session.jobs import Job
 from workbench.gui.session.selection import Selection
 from workbench.gui.session.session import Session
 from workbench.gui.widgets.empty_state import EmptyState
+from workbench.gui.widgets.error_dialog import report_error
 from workbench.gui.widgets.export import ExportButton
 from workbench.gui.widgets.jobs_panel import format_seconds
 from workbench.gui.widgets.training_curves import TrainingCurves

@@ -99,6 +99,33 @@ def export_csv(rows: CsvRows, path: str | Path) -> Path:
     return Path(path)
 
 
+def _suffix(file_filter: str) -> str:
+    """'PNG image (*.png)' → '.png'."""
+    return file_filter[file_filter.index("*") + 1:file_filter.index(")")] if "*" in file_filter else ""
+
+
+def save_as(parent: QWidget, title: str, name: str, file_filter: str, write: Callable[[str], object]) -> str | None:
+    """Ask where to save (`name` proposed; the filter's suffix added to a name without it), then `write(path)`.
+    A file that cannot be written is said in the error dialog and the window carries on. Returns the path
+    written, or None when the user cancelled or writing failed."""
+    from workbench.core.errors import WorkbenchError
+    from workbench.gui.widgets.error_dialog import report_error
+
+    path, _ = QFileDialog.getSaveFileName(parent, title, name, file_filter)
+    if not path:
+        return None
+    suffix = _suffix(file_filter)
+    if suffix and not path.endswith(suffix):
+        path += suffix
+    try:
+        write(path)
+    except OSError as exc:
+        report_error(parent, WorkbenchError(f"Could not write {path}: {exc.strerror or exc}.",
+                                            "Choose a folder you can write to.", details=repr(exc)))
+        return None
+    return path
+
+
 class ExportButton(QToolButton):
     """A tool button whose menu saves what a plot shows; `source()` returns the scene to render."""
 
@@ -110,24 +137,13 @@ class ExportButton(QToolButton):
         self.setToolTip("Save this plot as PNG or SVG, or its data as CSV")
         self.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         menu = QMenu(self)
-        menu.addAction("PNG image (2×)…", lambda: self._save("PNG image (*.png)", ".png", export_png))
-        menu.addAction("SVG drawing…", lambda: self._save("SVG drawing (*.svg)", ".svg", export_svg))
+        menu.addAction("PNG image (2×)…", lambda: self._save("PNG image (*.png)", export_png))
+        menu.addAction("SVG drawing…", lambda: self._save("SVG drawing (*.svg)", export_svg))
         if rows is not None:
-            menu.addAction("Data as CSV…", lambda: self._save("CSV table (*.csv)", ".csv",
+            menu.addAction("Data as CSV…", lambda: self._save("CSV table (*.csv)",
                                                                lambda _, p: export_csv(self.rows, p)))
         self.setMenu(menu)
 
-    def _save(self, file_filter: str, suffix: str, write) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Export", self.basename + suffix, file_filter)
-        if not path:
-            return
-        if not path.endswith(suffix):
-            path += suffix
-        try:
-            write(self.source(), path)
-        except OSError as exc:
-            from workbench.core.errors import WorkbenchError
-            from workbench.gui.widgets.error_dialog import report_error
-
-            report_error(self, WorkbenchError(f"Could not write {path}: {exc.strerror or exc}.",
-                                              "Choose a folder you can write to.", details=repr(exc)))
+    def _save(self, file_filter: str, write) -> None:
+        save_as(self, "Export", self.basename + _suffix(file_filter), file_filter,
+                lambda path: write(self.source(), path))

@@ -16,9 +16,9 @@ from torch import nn
 from torch.fx.node import map_aggregate
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.models.layers import is_scripted, scripted_model_error
 from workbench.core.importance.lrp.propagation import AffineOp
 from workbench.core.importance.lrp.rules import LRP0, Composite, Epsilon
+from workbench.core.models.layers import is_scripted, scripted_model_error
 
 # --- the plan: nodes of the model's graph --------------------------------------------------------
 
