@@ -36,7 +36,7 @@ from workbench.gui.widgets.empty_state import fill, headed_stack, keep_space_whe
 from workbench.gui.widgets.fol_histogram import GRAD_L2_LABEL, format_value
 from workbench.gui.widgets.relevance_overlay import relevance_lut, to_rgb_qimage
 from workbench.gui.widgets.selection_strip import as_display_images
-from workbench.gui.widgets.thumbnail_grid import to_qimage
+from workbench.gui.widgets.thumbnail_grid import to_qimage, wrap_uniform_tiles
 
 CACHE_PAIRS = 2048  # tiles kept as QImages (three small images each)
 
@@ -360,12 +360,7 @@ class _PairView(QListView):
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.setViewMode(QListView.ViewMode.ListMode)
-        self.setFlow(QListView.Flow.LeftToRight)
-        self.setWrapping(True)
-        self.setResizeMode(QListView.ResizeMode.Adjust)
-        self.setUniformItemSizes(True)
-        self.setMovement(QListView.Movement.Static)
+        wrap_uniform_tiles(self)
         self.setSpacing(3)
         self.setMouseTracking(True)
         self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)

@@ -50,6 +50,16 @@ class Axis:
     indices: np.ndarray  # (cells, len(neurons)) the cluster of each neuron in each row/column
 
 
+
+def bare_strip_plot(plot: pg.PlotItem) -> None:
+    """A plot the matrix's strips and names are drawn on: no axes, menu, buttons or mouse, rows downwards."""
+    plot.setMenuEnabled(False)
+    plot.setMouseEnabled(False, False)
+    plot.hideButtons()
+    plot.hideAxis("left")
+    plot.hideAxis("bottom")
+    plot.invertY(True)
+
 class ClusterHeader(pg.PlotItem):
     """The strips of one side; `vertical` strips stand left of the rows, the others above the columns."""
 
@@ -58,12 +68,7 @@ class ClusterHeader(pg.PlotItem):
         self.vertical = vertical
         self.axis = Axis([], [], np.zeros((0, 0), np.int64))
         self.selected: int | None = None
-        self.setMenuEnabled(False)
-        self.setMouseEnabled(False, False)
-        self.hideButtons()
-        self.hideAxis("left")
-        self.hideAxis("bottom")
-        self.invertY(True)
+        bare_strip_plot(self)
         self.image = pg.ImageItem(axisOrder="row-major")
         self.addItem(self.image)
         self.separators = pg.PlotCurveItem(connect="pairs")
@@ -187,12 +192,7 @@ class NeuronNames(pg.PlotItem):
         self.vertical = vertical
         self.neurons: list[int] = []
         self.selected: int | None = None
-        self.setMenuEnabled(False)
-        self.setMouseEnabled(False, False)
-        self.hideButtons()
-        self.hideAxis("left")
-        self.hideAxis("bottom")
-        self.invertY(True)
+        bare_strip_plot(self)
         self._labels: list[pg.TextItem] = []
         if vertical:
             self.setFixedHeight(NAME_HEIGHT)

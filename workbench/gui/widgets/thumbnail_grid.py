@@ -362,6 +362,18 @@ class ThumbnailDelegate(QStyledItemDelegate):
         painter.restore()
 
 
+
+def wrap_uniform_tiles(view: QListView) -> None:
+    """Lay a list view's items out as a grid of equal tiles that wraps at the view's width. List mode with
+    left-to-right wrapping lays uniform cells out arithmetically; icon mode would keep a position per item,
+    which costs time and memory at 60k items."""
+    view.setViewMode(QListView.ViewMode.ListMode)
+    view.setFlow(QListView.Flow.LeftToRight)
+    view.setWrapping(True)
+    view.setResizeMode(QListView.ResizeMode.Adjust)
+    view.setUniformItemSizes(True)
+    view.setMovement(QListView.Movement.Static)
+
 class ThumbnailGrid(QListView):
     """A wrapping, uniformly sized list view: Qt lays out and paints only what is visible."""
 
@@ -371,14 +383,7 @@ class ThumbnailGrid(QListView):
         self.delegate = ThumbnailDelegate(self, image_size)
         self.setModel(self.thumbnails)
         self.setItemDelegate(self.delegate)
-        # List mode with left-to-right wrapping lays uniform cells out arithmetically; icon mode
-        # would keep a position per item, which costs time and memory at 60k items.
-        self.setViewMode(QListView.ViewMode.ListMode)
-        self.setFlow(QListView.Flow.LeftToRight)
-        self.setWrapping(True)
-        self.setResizeMode(QListView.ResizeMode.Adjust)
-        self.setUniformItemSizes(True)
-        self.setMovement(QListView.Movement.Static)
+        wrap_uniform_tiles(self)
         # Batched layout keeps each step of laying out 60k cells to a few milliseconds (a step asks the
         # model for its row count twice per cell: 2,000 cells took 6–9 ms).
         self.setLayoutMode(QListView.LayoutMode.Batched)
