@@ -21,7 +21,7 @@ def mlp(num_classes: int = 10):
 
 def fashion_mnist_small():
     """2,000 training and 1,000 test images of Fashion-MNIST, the same for every run (seed 0)."""
-    from workbench.core.data.dataset import Dataset, DatasetCard, stratified_split
+    from workbench.core.data import Dataset, DatasetCard, stratified_split
     from workbench.core.data.registry import load_dataset
 
     full = load_dataset("fashion-mnist")

@@ -166,3 +166,18 @@ def test_a_plugin_that_hangs_at_import_is_skipped_after_the_time_limit(load, mon
     assert not reports["sleeps"].ok and "did not finish loading" in reports["sleeps"].error
     assert reports["good"].ok and "good-net" in {a.name for a in architectures()}
     assert "late-net" not in {a.name for a in architectures()}
+
+
+@pytest.mark.parametrize("statement", ["from workbench.core.dataset_registry import load_dataset",
+                                       "import workbench.core.model_io"])
+def test_a_plugin_that_imports_a_module_there_is_not_is_told_where_the_api_is(load, statement):
+    reports = load(older=f"{statement}\n\ndef register(registry):\n    pass\n")
+    error = reports["older"].error
+    assert not reports["older"].ok and "ModuleNotFoundError" in error and "older.py, line 1" in error
+    assert "workbench.core.data.registry (load_dataset)" in error and "plugins/README.md" in error
+
+
+def test_a_plugin_that_misses_another_package_gets_no_api_hint(load):
+    reports = load(needs='''import a_package_nobody_has\n\ndef register(registry):\n    pass\n''')
+    assert "a_package_nobody_has" in reports["needs"].error and "plugins/README.md" not in reports["needs"].error
+

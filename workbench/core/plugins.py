@@ -246,7 +246,7 @@ def _register(name: str, origin: str, load) -> None:
             raise exc
         last = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
         where = f" ({Path(last.filename).name}, line {last.lineno})" if last else ""
-        _REPORTS.append(PluginReport(name, origin, False, f"{type(exc).__name__}: {exc}{where}"))
+        _REPORTS.append(PluginReport(name, origin, False, f"{type(exc).__name__}: {exc}{where}{_api_hint(exc)}"))
         return
     try:
         added = loading.commit()
@@ -254,6 +254,18 @@ def _register(name: str, origin: str, load) -> None:
         _REPORTS.append(PluginReport(name, origin, False, f"{type(exc).__name__}: {exc}"))
         return
     _REPORTS.append(PluginReport(name, origin, True, added=added))
+
+
+def _api_hint(exc: BaseException) -> str:
+    """What a plugin that imports a workbench module there is not (one written against an older layout)
+    should import instead."""
+    missing = getattr(exc, "name", None) or ""
+    if not isinstance(exc, ModuleNotFoundError) or not missing.startswith("workbench."):
+        return ""
+    return (f" — the workbench has no module {missing}. A plugin imports datasets from workbench.core.data "
+            "(Dataset, DatasetCard, Split, stratified_split) and workbench.core.data.registry (load_dataset), "
+            "criteria from workbench.core.coverage.protocol, generators from workbench.core.generation.protocol; "
+            "plugins/README.md lists them")
 
 
 def load_plugins(force: bool = False) -> list[PluginReport]:

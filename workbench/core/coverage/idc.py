@@ -1,6 +1,6 @@
 """Importance-Driven Coverage (Gerasimou et al., DeepImportance, ICSE 2020; docs/methods/idc.md).
 
-One IDC model: the m important neurons D_m of a layer (most relevant first, from `importance.py`),
+One IDC model: the m important neurons D_m of a layer (most relevant first, from `importance/neuron_importance.py`),
 each neuron's centroids C_n from its values on the correctly classified training inputs
 (`clustering.py`), and the set of covered combinations. A test input covers the combination of each
 neuron's nearest centroid; IDC = covered combinations / |INCC|, |INCC| = Π k_n. Updates only add

@@ -3,7 +3,7 @@
 A `Dataset` holds named `Split`s ("train", "test"). Images are kept as the compact array they came
 in (uint8 0–255, or float32 already in [0, 1]) in N×C×H×W layout and are turned into float tensors
 in [0, 1] one batch at a time, so 60k images cost 47 MB, not 188 MB. The registry of named datasets
-lives in `dataset_registry.py`; the readers for users' own files live in `dataset_files.py`.
+lives in `registry.py`; the readers for users' own files live in `readers.py`.
 """
 
 from __future__ import annotations

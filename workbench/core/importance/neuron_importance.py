@@ -7,7 +7,7 @@ the split (the training split by default), for all classes and, in per-class mod
 Relevance starts at the predicted logit, which for a correctly classified input is its class.
 Sums are signed and kept in float64, batch by batch; nothing grows with the number of images.
 
-`compute_importance` is a job (see `jobs.py`): it reports progress per batch, stops on
+`compute_importance` is a job (see `execution/jobs.py`): it reports progress per batch, stops on
 cancellation, hands out the running totals, and stores its result as a project artifact keyed by
 everything that determines it (model weights, data, layer, neuron definition, rule, sample), so an
 identical request is read back instead of recomputed. A cancelled run stores nothing.

@@ -55,7 +55,7 @@ class LRP:
     element-wise activations pass relevance through, so "pre" and "post" read the same
     (docs/methods/importance.md#neurons-and-their-values).
     Propagation runs in the model's dtype (the float32 stabiliser is 1e-9); callers that sum
-    relevance over many inputs should accumulate in float64, as `importance.py` does.
+    relevance over many inputs should accumulate in float64, as `importance/neuron_importance.py` does.
     """
 
     def __init__(self, model: nn.Module, composite: Composite | Rule | str | None = None):
