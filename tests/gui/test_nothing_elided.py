@@ -14,6 +14,8 @@ from PySide6 import QtGui
 from PySide6.QtGui import QFontMetrics, QTextDocument
 from PySide6.QtWidgets import QAbstractButton, QAbstractItemView, QLabel, QStyle, QWidget
 
+from gui_helpers import flush_events
+
 from workbench.gui.session import coverage_runs
 from workbench.gui.shell.main_window import DEFAULT_SIZE, VIEW_TITLES
 from workbench.gui.views import robustness_view
@@ -110,6 +112,8 @@ def test_every_view_shows_its_text_whole_at_the_default_size(qtbot, settled_wind
         qtbot.waitUntil(lambda: window.runner.is_idle(), timeout=120_000)
         # a result's widgets paint one per turn (StagedPaint): every one has its turn before it is read
         qtbot.waitUntil(lambda: all(w.updatesEnabled() for w in window.findChildren(QWidget)), timeout=30_000)
+        # the last job's end changed texts ("1 job running" → "No jobs running"): their layout comes next turn
+        flush_events()
         window.grab().save(str(tmp_path / f"{name}.png"))
         cut = cut_texts(window)
         if cut:
