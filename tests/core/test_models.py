@@ -412,7 +412,7 @@ def test_advertorch_checkpoints_load_by_path_and_score_98(name, fresh_dataset_ca
 
 
 def test_advertorch_absent_is_listed_with_install_line(monkeypatch):
-    from workbench.core.models.architectures import model_io
+    from workbench.core.models import model_io
 
     monkeypatch.setattr(model_io, "_advertorch_file", lambda name: None)
     cards = {c["name"]: c for c in bundled_models()}

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.project.folder import store
+from workbench.core.project import store
 from workbench.core.project.folder import PROJECT_FORMAT, PROJECT_VERSION, Project
 from workbench.core.project.store import read_artifact, write_artifact, write_json
 

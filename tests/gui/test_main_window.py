@@ -193,7 +193,7 @@ def test_closing_the_window_during_training_stops_it_and_leaves_nothing(qtbot, o
 def test_cancel_from_the_jobs_panel_stops_the_evaluation(qtbot, settled_window, monkeypatch):
     """The click cancels the running evaluation, which stores nothing (that an evaluation stops within a
     batch: tests/core/test_training.py; how soon a cancel ends a job: benchmarks/bench_cancel_latency.py)."""
-    from workbench.core.models.architectures import evaluation
+    from workbench.core.models import evaluation
 
     evaluate_stored = evaluation.evaluate_stored
 
