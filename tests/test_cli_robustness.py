@@ -83,6 +83,12 @@ def test_attack_stores_a_pool_that_loads_back(attacked):
     assert POOL in [t["name"] for t in project.testsets]
 
 
+def test_a_dataset_without_a_preset_is_attacked_with_the_budget_for_its_kind_of_images(capsys, digits_model_file):
+    rc, out, err = run_cli(capsys, *_base(digits_model_file, "attack"), "--attacks", "fgsm", "--max-inputs", 20)
+    assert rc == 0, err
+    assert "eps 0.1 (default for grey images (digits has no preset))" in out
+
+
 def test_attack_text_with_eps_preset(capsys, digits_model_file):
     rc, out, err = run_cli(capsys, *_base(digits_model_file, "attack"), "--eps-preset", "robot-mnist-eps",
                            "--attacks", "fgsm", "--max-inputs", 40)
@@ -280,7 +286,6 @@ def _nan_model(tmp_path, digits_model_file):
 @pytest.mark.parametrize("case, words", [
     ("eps-too-big", ["outside the data range (0, 1]"]),
     ("eps-zero", ["outside the data range"]),
-    ("no-default-eps", ["no default attack budget", "--eps"]),
     ("nan-model", ["NaN"]),
     ("budget-too-big", ["larger than the pool"]),
     ("unknown-strategy", ["Unknown selection strategy 'best'"]),
@@ -306,7 +311,6 @@ def test_bad_input_exits_2_and_stores_nothing(case, words, attacked, tmp_path, c
     argv = {
         "eps-too-big": [*_base(m, "attack"), "--eps", "1.5", "--project", fresh],
         "eps-zero": [*_base(m, "fol"), "--eps", "0"],
-        "no-default-eps": [*_base(m, "attack"), "--max-inputs", 10, "--project", fresh],
         "nan-model": [*_base(_nan_model(tmp_path, m), "attack"), "--eps", EPS, "--max-inputs", 10, "--project", fresh],
         "budget-too-big": ["select", "--project", folder, "--pool", POOL, "--strategy", "random", "--budget", 100000],
         "unknown-strategy": ["select", "--project", folder, "--pool", POOL, "--strategy", "best", "--budget", 5],

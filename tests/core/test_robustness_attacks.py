@@ -104,6 +104,14 @@ def test_default_eps_per_dataset():
     assert A.EPS_PRESETS["robot-mnist-eps"] == 0.3
     with pytest.raises(WorkbenchError, match="explicitly"):
         A.default_eps("digits")
+    # a dataset without a preset: the common budget for its kind of images, said as such
+    assert A.eps_and_source("digits", 1) == (0.1, "default for grey images (digits has no preset)")
+    assert A.eps_and_source("my-photos", 3) == (pytest.approx(8 / 255), "default for colour images (my-photos has "
+                                                                       "no preset)")
+    assert A.eps_and_source("cifar10", 3) == (0.01, "default for cifar10")  # a preset wins over the kind
+    for channels in (None, 2, 4):
+        with pytest.raises(WorkbenchError, match="grey or colour"):
+            A.default_eps("my-data", channels)
 
 
 def test_attack_split_keeps_only_successes_and_model_scores_zero(digits_model, digits):

@@ -71,7 +71,7 @@ def resolve_eps(args, dataset, stored: float | None = None, stored_what: str = "
     """(ε, where it came from): --eps, --eps-preset, a stored artifact's ε, or the dataset default
     (docs/methods/fol-and-selection.md#attack-budgets-per-dataset)."""
     from workbench.core.errors import WorkbenchError
-    from workbench.core.robustness.attacks import DATASET_EPS, EPS_PRESETS, default_eps
+    from workbench.core.robustness.attacks import DATASET_EPS, EPS_PRESETS, eps_and_source
 
     if args.eps is not None and args.eps_preset:
         raise error("--eps and --eps-preset both set the attack budget.", "Give one of them.")
@@ -86,11 +86,12 @@ def resolve_eps(args, dataset, stored: float | None = None, stored_what: str = "
     else:
         key = dataset_key(dataset)
         try:
-            return default_eps(key), f"default for {key}"
+            return eps_and_source(key, dataset.image_shape[0])
         except WorkbenchError:
-            raise error(f"There is no default attack budget for dataset {key!r}.",
+            raise error(f"There is no default attack budget for dataset {key!r} (images of "
+                        f"{dataset.image_shape[0]} channels).",
                         f"Pass --eps (in (0, 1], e.g. --eps 0.1) or --eps-preset; defaults exist for "
-                        f"{', '.join(DATASET_EPS)}.") from None
+                        f"{', '.join(DATASET_EPS)}, and for grey and colour images.") from None
     if stored is not None and not math.isclose(eps, float(stored), rel_tol=1e-9, abs_tol=1e-12):
         raise error(f"{stored_what} was made with eps={float(stored):g}, but eps={eps:g} was asked for.",
                     "FOL∞ needs the budget that produced the inputs: leave --eps out, or make a new pool.")

@@ -36,14 +36,30 @@ ATTACKS = ("fgsm", "pgd")
 PGD_STEPS = 10
 
 
-def default_eps(dataset: str) -> float:
-    """The workbench's ε for a dataset name, e.g. `fashion-mnist` → 0.1."""
+#: ε for a dataset without a preset of its own, by its images' channels: the common L∞ budgets for colour
+#: (8/255, CIFAR-10's and SVHN's in the robustness literature) and grey images (0.1, Fashion-MNIST's).
+COLOUR_EPS, GREY_EPS = 8 / 255, 0.1
+
+
+def default_eps(dataset: str, channels: int | None = None) -> float:
+    """The workbench's ε for a dataset name, e.g. `fashion-mnist` → 0.1; for another dataset, the budget
+    for its images' `channels` (3: `COLOUR_EPS`, 1: `GREY_EPS`); refused when neither is known."""
+    return eps_and_source(dataset, channels)[0]
+
+
+def eps_and_source(dataset: str, channels: int | None = None) -> tuple[float, str]:
+    """`default_eps` and where it comes from, in words: "default for fashion-mnist", or "default for
+    colour images (my-data has no preset)"."""
     key = dataset.lower().replace("_", "-")
     key = {"fashion": "fashion-mnist", "fmnist": "fashion-mnist", "cifar-10": "cifar10"}.get(key, key)
-    if key not in DATASET_EPS:
-        raise WorkbenchError(f"No default attack budget for dataset {dataset!r}.",
-                             f"Give eps explicitly; defaults exist for {', '.join(DATASET_EPS)}.")
-    return DATASET_EPS[key]
+    if key in DATASET_EPS:
+        return DATASET_EPS[key], f"default for {key}"
+    if channels in (1, 3):
+        kind = "colour" if channels == 3 else "grey"
+        return (COLOUR_EPS if channels == 3 else GREY_EPS), f"default for {kind} images ({dataset} has no preset)"
+    raise WorkbenchError(f"No default attack budget for dataset {dataset!r}.",
+                         f"Give eps explicitly; defaults exist for {', '.join(DATASET_EPS)}, and for any dataset "
+                         f"of grey or colour images.")
 
 
 def check_eps(eps: float) -> float:

@@ -74,21 +74,19 @@ from workbench.gui.widgets.selection_strip import SelectionStrip
 
 POOL_INPUTS = {"10,000 training images": 10_000, "all training images": None}
 AUTO_START_S = 30.0  # a set-up estimated to take longer waits for the user's click
-# For datasets without a default ε (docs/methods/fol-and-selection.md#attack-budgets-per-dataset);
-# the box says so.
-FALLBACK_EPS = 0.1
 SELECT_DEBOUNCE_MS = 300
 
 
 def dataset_eps(dataset) -> tuple[float, str]:
     """The dataset's default ε and a tooltip saying where it comes from."""
-    from workbench.core.robustness.attacks import default_eps
+    from workbench.core.robustness.attacks import GREY_EPS, eps_and_source
 
     name = dataset.recipe.get("name", dataset.name)
     try:
-        return default_eps(name), f"The workbench's default for {name} (docs/methods/fol-and-selection.md#attack-budgets-per-dataset)"
-    except WorkbenchError:
-        return FALLBACK_EPS, f"{name} has no default ε; {FALLBACK_EPS:g} is a common L∞ budget for images in [0, 1]"
+        eps, source = eps_and_source(name, dataset.image_shape[0])
+    except WorkbenchError:  # neither grey nor colour: the grey budget, said as a guess
+        return GREY_EPS, f"{name} has no default ε; {GREY_EPS:g} is a common L∞ budget for images in [0, 1]"
+    return eps, f"The workbench's {source} (docs/methods/fol-and-selection.md#attack-budgets-per-dataset)"
 
 
 class RobustnessView(QWidget):
