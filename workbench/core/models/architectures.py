@@ -1,7 +1,8 @@
-"""The model zoo: the LeNets of DeepImportance and RobOT, a small CIFAR ConvNet, advertorch's LeNet5.
+"""The model zoo: the LeNets of DeepImportance and RobOT, RobOT's CIFAR ResNet-20/32/56, a small CIFAR
+ConvNet, advertorch's LeNet5; and, by name, every model of torchvision and timm (`library_models.py`).
 
-Every zoo model is an `nn.Sequential` of named layers (conv1, relu1, pool1, …), so layer names are
-stable, state_dict keys are short, and LRP and activation capture can walk the layers in order.
+The LeNets and ConvNets are an `nn.Sequential` of named layers (conv1, relu1, pool1, …), the ResNets
+(`cifar_resnet.py`) blocks of named layers, so layer names are stable and state_dict keys short.
 Architectures register by name; plugins add more with `register_architecture`.
 """
 
@@ -19,11 +20,12 @@ if TYPE_CHECKING:  # torch is imported lazily so the GUI starts fast
 
 @dataclass
 class Architecture:
-    """A buildable network: `build(num_classes)` returns a fresh `nn.Module`."""
+    """A buildable network: `build(num_classes)` returns a fresh `nn.Module`. `input_shape` is None for a
+    network that takes the size of the data it is given (the model libraries' networks)."""
 
     name: str
     build: Callable[[int], "torch.nn.Module"]
-    input_shape: tuple[int, int, int]
+    input_shape: tuple[int, int, int] | None
     description: str = ""
     aliases: tuple[str, ...] = field(default_factory=tuple)
 
@@ -42,9 +44,17 @@ def architectures() -> list[Architecture]:
 
 
 def get_architecture(name: str) -> Architecture:
+    """A registered architecture, or a model library's: `torchvision:NAME`, `timm:NAME`."""
+    from workbench.core.models.library_models import PREFIXES, library_builder
+
+    if name.startswith(PREFIXES) and name not in _ARCHITECTURES:
+        build, description = library_builder(name)
+        return Architecture(name, build, None, description)
     if name not in _ARCHITECTURES:
         raise WorkbenchError(f"Unknown architecture {name!r}.",
-                             f"Known architectures: {', '.join(a.name for a in architectures())}.")
+                             f"Known architectures: {', '.join(a.name for a in architectures())}; "
+                             "any classification model of torchvision as torchvision:NAME (e.g. torchvision:resnet18)"
+                             ", and of timm as timm:NAME when timm is installed.")
     return _ARCHITECTURES[name]
 
 
@@ -123,7 +133,18 @@ def lenet_for_digits(num_classes: int = 10):
         ("fc2", nn.Linear(32, num_classes)))
 
 
+def _cifar_resnet(name: str):
+    def build(num_classes: int = 10):
+        from workbench.core.models.cifar_resnet import cifar_resnet
+
+        return cifar_resnet(name, num_classes)
+    return build
+
+
 for _arch in (
+    Architecture("resnet20", _cifar_resnet("resnet20"), (3, 32, 32), "CIFAR ResNet-20 (He et al.; RobOT, 0.27 M parameters)"),
+    Architecture("resnet32", _cifar_resnet("resnet32"), (3, 32, 32), "CIFAR ResNet-32 (He et al.; RobOT, 0.46 M parameters)"),
+    Architecture("resnet56", _cifar_resnet("resnet56"), (3, 32, 32), "CIFAR ResNet-56 (He et al.; RobOT, 0.85 M parameters)"),
     Architecture("lenet1", lenet1, (1, 28, 28), "LeNet-1 (DeepImportance release, 3,246 parameters)"),
     Architecture("lenet4", lenet4, (1, 28, 28), "LeNet-4 (DeepImportance release, 25,010 parameters)"),
     Architecture("lenet5", lenet5, (1, 28, 28), "LeNet-5 (DeepImportance/RobOT, 44,426 parameters)"),

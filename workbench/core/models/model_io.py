@@ -242,6 +242,10 @@ def infer_architecture(path: Path, state: dict) -> str:
                 fitting.append(arch.name)
         except Exception:  # an architecture that cannot be built here (a broken plugin's) fits nothing
             continue
+    if not fitting:  # a model library's network, by its parameter names and shapes
+        from workbench.core.models.library_models import recognise
+
+        fitting = [name for name, _ in recognise(state)]
     if len(fitting) == 1:
         return fitting[0]
     names = ", ".join(a.name for a in architectures())
@@ -249,15 +253,25 @@ def infer_architecture(path: Path, state: dict) -> str:
         raise WorkbenchError(f"{path.name} holds only weights, and they fit {len(fitting)} architectures: "
                              f"{', '.join(fitting)}.", "Choose the one it was trained with (GUI: the architecture "
                              "list; CLI: --arch), or put a descriptor JSON with \"arch\" beside the file.")
-    raise WorkbenchError(f"{path.name} holds only weights, and they fit none of the known architectures.",
-                         f"Add its architecture with a plugin, or save the whole model (TorchScript or torch.export). "
-                         f"Known: {names}.")
+    raise WorkbenchError(f"{path.name} holds only weights, and they fit none of the known architectures, nor a "
+                         f"classification model of torchvision.",
+                         f"Name its architecture (--arch torchvision:NAME or timm:NAME for a library's network whose "
+                         f"layers you changed), add it with a plugin, or save the whole model (TorchScript or "
+                         f"torch.export). Known: {names}.")
 
 
 def _weights_classes(arch, state: dict) -> int | None:
     """The class count `state` gives `arch`: the length of the architecture's last weight in the
-    state (None when the state lacks it)."""
-    last = [k for k, v in arch.build(10).state_dict().items() if v.dim() >= 1][-1]
+    state (None when the state lacks it). The network is built on the meta device where it can be (no
+    memory, no initialisation: a ViT-H has 632 M parameters)."""
+    import torch
+
+    try:
+        with torch.device("meta"):
+            probe = arch.build(10)
+    except Exception:  # a network that initialises from tensor values: built for real
+        probe = arch.build(10)
+    last = [k for k, v in probe.state_dict().items() if v.dim() >= 1][-1]
     weight = state.get(last)
     return int(weight.shape[0]) if hasattr(weight, "shape") and weight.dim() else None
 

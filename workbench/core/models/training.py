@@ -93,7 +93,7 @@ def train(ctx: JobContext, arch: str, dataset: Dataset, epochs: int = 8, batch_s
     if epochs < 1:
         raise WorkbenchError(f"epochs must be at least 1 (got {epochs}).", "Pass --epochs 1 or more.")
     architecture = get_architecture(arch)
-    if tuple(architecture.input_shape) != tuple(dataset.image_shape):
+    if architecture.input_shape is not None and tuple(architecture.input_shape) != tuple(dataset.image_shape):
         raise WorkbenchError(
             f"Architecture {arch!r} takes images of shape {architecture.input_shape}, but {dataset.name!r} "
             f"has {dataset.image_shape}.", "Choose an architecture made for this dataset's image size.")

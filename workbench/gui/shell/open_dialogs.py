@@ -193,7 +193,11 @@ class OpenModelDialog(LoadingDialog):
         self.arch = QComboBox()
         self.arch.addItem("Read it from the file, or infer it from the weights")
         self.arch.addItems(list(architectures))
-        self.arch.setToolTip("For plain weights (a state_dict or .safetensors) that fit more than one architecture")
+        self.arch.setEditable(True)  # a model library's network is typed: torchvision:NAME, timm:NAME
+        self.arch.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        self.arch.setToolTip("For plain weights (a state_dict or .safetensors) that fit more than one architecture, "
+                             "or a library's network whose layers were changed: type torchvision:NAME (e.g. "
+                             "torchvision:resnet18) or timm:NAME. Unchanged torchvision networks are recognised.")
         self.name = QLineEdit()
         self.name.setPlaceholderText("default: from the file")
         self.trust = QCheckBox("I trust this file")
@@ -233,7 +237,10 @@ class OpenModelDialog(LoadingDialog):
 
     def choices(self) -> dict:
         """path, arch (None: from the file), trust, name (None: from the file)."""
-        return {"path": self.path.text().strip(), "arch": self._architectures[self.arch.currentIndex()],
+        typed = self.arch.currentText().strip()
+        listed = self.arch.findText(typed)
+        arch = self._architectures[listed] if listed >= 0 else typed or None
+        return {"path": self.path.text().strip(), "arch": arch,
                 "trust": self.trust.isChecked(), "name": self.name.text().strip() or None}
 
 
