@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import operator
+import threading
 import warnings
 from dataclasses import dataclass, field
 from functools import partial
@@ -273,13 +274,20 @@ def sequential_plan(model: nn.Module, composite: Composite) -> tuple[list[Node],
     return nodes, len(nodes) - 1
 
 
+#: torch.fx patches module-level functions of torch for the whole process while it traces: two traces at once
+#: (two views' jobs on two threads) undo each other's patches ("CURRENT_PATCHER is None") or see each other's
+#: proxies, so one traces at a time.
+_TRACING = threading.Lock()
+
+
 def fx_plan(model: nn.Module, composite: Composite) -> tuple[list[Node], int]:
     """Any other model through `torch.fx` symbolic tracing (residual networks;
     docs/methods/importance.md#layer-wise-relevance-propagation)."""
     if is_scripted(model):
         raise scripted_model_error()
     try:
-        graph = torch.fx.symbolic_trace(model).graph
+        with _TRACING:
+            graph = torch.fx.symbolic_trace(model).graph
     except Exception as exc:
         raise WorkbenchError(
             f"LRP cannot follow this model: it is not an nn.Sequential and torch.fx cannot trace it "

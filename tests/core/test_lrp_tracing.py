@@ -1,0 +1,44 @@
+"""LRP's plan of a residual network is traced with torch.fx, which patches torch for the whole process while
+it traces: jobs on several threads (two views computing importance at once) trace one at a time and each
+gets the whole plan ("CURRENT_PATCHER is None" and "not installed as a submodule" were two traces
+undoing each other)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+import torch
+import torchvision
+
+from workbench.core.importance.lrp.plan import fx_plan
+from workbench.core.importance.lrp.rules import Composite
+
+
+def test_traces_on_several_threads_at_once_each_get_the_whole_plan():
+    torch.manual_seed(0)
+    models = [torchvision.models.resnet18(num_classes=4) for _ in range(4)]
+    alone = [node.name for node in fx_plan(models[0], Composite("lrp-0"))[0]]
+    plans, errors = [], []
+    start = threading.Barrier(len(models))
+
+    def trace(model) -> None:
+        start.wait()
+        try:
+            for _ in range(3):
+                plans.append([node.name for node in fx_plan(model, Composite("lrp-0"))[0]])
+        except Exception as exc:  # collected: the assertion below names it
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=trace, args=(model,)) for model in models]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns as often as they can: unguarded traces meet every time
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []
+    assert len(plans) == 12 and all(plan == alone for plan in plans)
