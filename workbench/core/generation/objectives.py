@@ -123,14 +123,12 @@ class NewCombination:
         import torch
 
         from workbench.core.models.activations import hook_point, neuron_values
-        from workbench.core.models.hooks import own_thread
+        from workbench.core.models.hooks import hook_layer
 
         pieces = []
-        modules = dict(classifier.module.named_modules())
         captured = {}
-        handle = modules[hook_point(self.catalogue, self.definition)].register_forward_hook(own_thread(
-            lambda mod, inp, out: captured.__setitem__("values", neuron_values(out.detach(),
-                                                                             self.definition.conv_neuron))))
+        handle = hook_layer(classifier.module, hook_point(self.catalogue, self.definition), lambda mod, inp, out:
+                            captured.__setitem__("values", neuron_values(out.detach(), self.definition.conv_neuron)))
         try:
             logits = classifier_logits(ctx, classifier, images, on_batch=lambda: pieces.append(
                 captured["values"].float().cpu()))

@@ -35,7 +35,7 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.execution.jobs import JobContext
 from workbench.core.importance.neuron_importance import cache_key, dataset_identity
 from workbench.core.models.activations import NeuronDefinition, hook_point, neuron_values
-from workbench.core.models.hooks import own_thread, private_copy
+from workbench.core.models.hooks import hook_layer, private_copy
 from workbench.core.project.folder import read_stored
 from workbench.core.project.store import reading
 
@@ -286,7 +286,7 @@ def ablation_check(ctx: JobContext, model, dataset, layer: str, important: Seque
     try:
         with torch.no_grad():
             if mode == "mean":
-                means = _mean_values(ctx, ablator.up_to_hooked, data, indices, batch_size, ablator.hooked_module,
+                means = _mean_values(ctx, ablator.up_to_hooked, data, indices, batch_size, ablator.hooked,
                                      definition, device, dtype, total)
                 ablator.fill = _as_output_shape(means, shape, definition.conv_neuron).to(device)
             conditions = [chosen, *drawn]
@@ -351,18 +351,19 @@ class _Ablator:
         names = [name for name, _ in children]
         self.split = hooked in names
         self.module, self.fill, self.mask = module, None, None
-        modules = dict(module.named_modules())
-        self.hooked_module = modules[hooked]
+        self.hooked = hooked
         self.downstream_is_hooked = downstream == hooked
         self.handles = []
         if self.split:
             position = names.index(hooked)
             self.up_to_hooked, self.after_hooked = module[:position + 1], module[position + 1:]
+            if not self.downstream_is_hooked:  # a Sequential's slices keep their layers' names
+                self.handles.append(hook_layer(self.after_hooked, downstream, self._capture))
         else:
             self.up_to_hooked = module
-            self.handles.append(self.hooked_module.register_forward_hook(own_thread(self._replace)))
-        # registered after the replacing hook, so that a downstream module that is the hooked one is seen replaced
-        self.handles.append(modules[downstream].register_forward_hook(own_thread(self._capture)))
+            self.handles.append(hook_layer(module, hooked, self._replace))
+            # after the replacing hook, so that a downstream layer that is the hooked one is seen replaced
+            self.handles.append(hook_layer(module, downstream, self._capture))
         self.downstream = None
 
     def _replaced(self, output):
@@ -405,15 +406,15 @@ class _Ablator:
             handle.remove()
 
 
-def _mean_values(ctx, module, data, indices, batch_size, hooked_module, definition, device, dtype, total):
+def _mean_values(ctx, module, data, indices, batch_size, hooked: str, definition, device, dtype, total):
     """Each neuron's mean value over the evaluated inputs, (neurons,) in the model's dtype; `module`
-    needs to run only as far as the hooked module."""
+    needs to run only as far as the hooked layer."""
     import torch
 
     sums, seen = None, 0
     grab = {}
-    handle = hooked_module.register_forward_hook(own_thread(
-        lambda mod, inputs, output: grab.__setitem__("values", neuron_values(output, definition.conv_neuron))))
+    handle = hook_layer(module, hooked, lambda mod, inputs, output: grab.__setitem__(
+        "values", neuron_values(output, definition.conv_neuron)))
     try:
         for _, x, _ in data.batches(step_batch(batch_size), indices):
             ctx.check()

@@ -16,7 +16,7 @@ import numpy as np
 from workbench.core.data.dataset import STEP_INPUTS
 from workbench.core.errors import WorkbenchError
 from workbench.core.execution.jobs import JobContext
-from workbench.core.models.hooks import own_thread
+from workbench.core.models.hooks import hook_layer
 from workbench.core.models.layers import find_layer, is_scripted, layer_catalogue, scripted_model_error
 
 
@@ -61,7 +61,7 @@ def forward_values(module, hooked: str, x, conv_neuron: str):
     def capture(mod, inputs, output):
         grab["values"] = neuron_values(output.detach(), conv_neuron)
 
-    handle = dict(module.named_modules())[hooked].register_forward_hook(own_thread(capture))
+    handle = hook_layer(module, hooked, capture)
     try:
         with torch.no_grad():
             module(x)
@@ -87,14 +87,13 @@ def stream_activations(ctx: JobContext, model, split, definitions: list[NeuronDe
         raise WorkbenchError(f"Activations of layer {', '.join(repr(d.layer) for d in definitions)} cannot be "
                              f"captured. {refused.message}", refused.hint)
     catalogue = layer_catalogue(model, input_shape)
-    modules = dict(model.named_modules())
     captured: dict[NeuronDefinition, torch.Tensor] = {}
     handles = []
     for d in definitions:
         hook_at = hook_point(catalogue, d)
         try:
-            handles.append(modules[hook_at].register_forward_hook(own_thread(
-                lambda mod, inp, out, d=d: captured.__setitem__(d, neuron_values(out.detach(), d.conv_neuron)))))
+            handles.append(hook_layer(model, hook_at, lambda mod, inp, out, d=d: captured.__setitem__(
+                d, neuron_values(out.detach(), d.conv_neuron))))
         except RuntimeError as exc:  # TorchScript modules take no Python hooks
             for h in handles:
                 h.remove()

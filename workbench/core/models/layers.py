@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from workbench.core.errors import WorkbenchError
-from workbench.core.models.hooks import own_thread
+from workbench.core.models.hooks import call_name, own_thread
 
 WEIGHTED_TYPES = ("Conv1d", "Conv2d", "Conv3d", "Linear")
 ELEMENTWISE = ("ReLU", "LeakyReLU", "ELU", "GELU", "SiLU", "Sigmoid", "Tanh", "Softplus", "ReLU6", "Hardtanh")
@@ -63,19 +63,26 @@ def neuron_count(shape: tuple[int, ...]) -> int:
 
 
 def layer_catalogue(module, input_shape: tuple[int, int, int]) -> list[LayerInfo]:
-    """Every leaf layer in execution order with its output shape and neuron count."""
+    """Every leaf layer in execution order with its output shape and neuron count; a module the forward pass
+    calls k times is k layers, named by its path and then `#2`, `#3`, … (`models/hooks.layer_call`)."""
     import torch
 
     if is_scripted(module):
         raise scripted_model_error()
     leaves = [(n, m) for n, m in module.named_modules() if n and not list(m.children())]
     seen: list[tuple[str, object, tuple]] = []
+    calls: dict[str, int] = {}
     handles = []
+
+    def record(mod, out, name: str) -> None:
+        calls[name] = calls.get(name, 0) + 1  # a module a pass calls twice is two layers: name, name#2
+        if isinstance(out, torch.Tensor):
+            seen.append((call_name(name, calls[name]), mod, tuple(out.shape[1:])))
+
     try:
         for name, m in leaves:
             handles.append(m.register_forward_hook(own_thread(
-                lambda mod, inp, out, name=name: seen.append((name, mod, tuple(out.shape[1:])))
-                if isinstance(out, torch.Tensor) else None)))
+                lambda mod, inp, out, name=name: record(mod, out, name))))
     except RuntimeError as exc:  # a module that takes no Python hooks
         for h in handles:
             h.remove()

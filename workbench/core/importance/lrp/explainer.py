@@ -15,6 +15,7 @@ from workbench.core.importance.lrp.plan import (GRAPH_KINDS, Node, Ref, finish_p
                                      sequential_plan, unsupported)
 from workbench.core.importance.lrp.propagation import equal_split_maxpool, per_input_sum, propagate_affine
 from workbench.core.importance.lrp.rules import Composite, Rule, as_composite, default_stabiliser, stabilised_ratio
+from workbench.core.models.hooks import call_name
 
 # --- the explainer -------------------------------------------------------------------------------
 
@@ -77,10 +78,14 @@ class LRP:
         self.dtype = parameter.dtype if parameter is not None else torch.get_default_dtype()
 
     def _name_index(self) -> dict[str, list[int]]:
+        """{layer name: [node]}: a module the model calls k times is k layers, its k-th call named
+        `name#k` as in the layer catalogue (`models/hooks.layer_call`)."""
         names: dict[str, list[int]] = {}
+        calls: dict[str, int] = {}
         for i, node in enumerate(self._nodes[:self._output + 1]):
             if node.kind not in ("meta", "constant"):
-                names.setdefault(node.name, []).append(i)
+                calls[node.name] = calls.get(node.name, 0) + 1
+                names.setdefault(call_name(node.name, calls[node.name]), []).append(i)
         return names
 
     @property

@@ -1,0 +1,64 @@
+"""Layer names users can rely on: a module's path, and for a module a forward pass calls again (torchvision's
+ResNet blocks call their one `relu` twice) the path with `#2`; the same names in the catalogue, in activation
+capture, in LRP and in every process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+import torchvision
+
+from workbench.core.importance.lrp.explainer import LRP
+from workbench.core.models.activations import forward_values
+from workbench.core.models.hooks import call_name, layer_call
+from workbench.core.models.layers import layer_catalogue
+
+
+@pytest.fixture(scope="module")
+def resnet():
+    torch.manual_seed(0)
+    return torchvision.models.resnet18(num_classes=4).eval()
+
+
+def test_names_and_calls_go_both_ways():
+    assert layer_call("layer1.0.relu#2") == ("layer1.0.relu", 2) and call_name("layer1.0.relu", 2) == "layer1.0.relu#2"
+    assert layer_call("fc") == ("fc", 1) and call_name("fc", 1) == "fc"
+    assert layer_call("odd#name") == ("odd#name", 1) and layer_call("x#0") == ("x#0", 1)
+
+
+def test_a_module_called_twice_is_two_layers_with_their_own_values(resnet):
+    names = [layer.name for layer in layer_catalogue(resnet, (3, 32, 32))]
+    assert len(names) == len(set(names)) == 60
+    assert names[4:10] == ["layer1.0.conv1", "layer1.0.bn1", "layer1.0.relu", "layer1.0.conv2", "layer1.0.bn2",
+                           "layer1.0.relu#2"]
+    x = torch.rand(3, 3, 32, 32)
+    with torch.no_grad():
+        stem = resnet.maxpool(resnet.relu(resnet.bn1(resnet.conv1(x))))
+        block = resnet.layer1[0]
+        first = block.relu(block.bn1(block.conv1(stem)))
+        output = block(stem)  # the second ReLU: after the residual sum
+    assert torch.allclose(forward_values(resnet, "layer1.0.relu", x, "element"), first.flatten(1).double())
+    assert torch.allclose(forward_values(resnet, "layer1.0.relu#2", x, "element"), output.flatten(1).double())
+
+
+def test_lrp_reads_relevance_at_each_call(resnet):
+    lrp = LRP(resnet, "epsilon")
+    assert {"layer1.0.relu", "layer1.0.relu#2", "layer4.1.relu#2"} <= set(lrp.layer_names)
+    relevance = lrp.explain(torch.rand(2, 3, 32, 32), layers=["layer1.0.relu", "layer1.0.relu#2"], to_input=False)
+    assert relevance.layers["layer1.0.relu#2"].shape == (2, 64, 8, 8)
+
+
+def test_the_names_are_the_same_in_another_process(resnet):
+    script = ("import json, torch, torchvision\n"
+              "from workbench.core.models.layers import layer_catalogue\n"
+              "from workbench.core.importance.lrp.explainer import LRP\n"
+              "m = torchvision.models.resnet18(num_classes=4).eval()\n"
+              "print(json.dumps([[l.name for l in layer_catalogue(m, (3, 32, 32))], LRP(m, 'epsilon').layer_names]))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=True)
+    catalogue, lrp = json.loads(done.stdout)
+    assert catalogue == [layer.name for layer in layer_catalogue(resnet, (3, 32, 32))]
+    assert lrp == LRP(resnet, "epsilon").layer_names
