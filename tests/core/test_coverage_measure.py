@@ -277,3 +277,16 @@ def test_a_minimal_plugin_criterion_says_what_it_cannot_do(model, small):
     for call in (criterion.matrix, lambda: criterion.profile({"fc1": np.ones((2, 120))}), criterion.state_dict):
         with pytest.raises(WorkbenchError, match="'half-range' cannot"):
             call()
+
+
+def test_groups_fail_on_their_own_and_a_set_that_measured_nothing_fails_the_job(model, small):
+    from workbench.core.coverage.measure import measure_groups
+
+    some = measure_groups(ctx(), model, small, "test", SOME, "fc3", [("idc",), ("nc",)], 12, None)
+    assert set(some.results) == {"nc"} and "larger than the 10 neurons" in some.errors["idc"].message
+    with pytest.raises(WorkbenchError, match="larger than the 10 neurons") as alone:
+        measure_groups(ctx(), model, small, "test", SOME, "fc3", [("idc",)], 12, None)
+    assert alone.value.message.startswith("m = 12")  # one failure is raised as it is
+    with pytest.raises(WorkbenchError, match="No criterion could be measured: IDC: m = 12 .*; FOO: Unknown") as every:
+        measure_groups(ctx(), model, small, "test", SOME, "fc3", [("idc",), ("foo",)], 12, None)
+    assert every.value.hint

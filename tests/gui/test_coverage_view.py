@@ -296,7 +296,7 @@ def test_m_larger_than_the_layer_is_a_message_with_a_smaller_m(qtbot, coverage_w
     assert not panel.showing()
     assert "larger than the 16 neurons" in panel.stack.empty.text.text()
     assert panel.stack.empty.button_texts()[0] == "Use m = 6"
-    assert view.table.text("idc", TEST) == "not measured"
+    assert view.table.text("idc", TEST) == "failed"
     assert view.table.text("nc", TEST).endswith("/ 258")  # the other criteria are measured all the same
     assert error_dialogs == []
     panel.stack.empty.click("Use m = 6")
@@ -336,8 +336,8 @@ def test_a_test_set_that_does_not_fit_the_model_is_said_and_nothing_is_damaged(q
     view.choose_sets([TEST, "digits:test"])
     qtbot.waitUntil(lambda: measured(window), timeout=90000)
     run = view.runs.runs["digits:test"]
-    assert run.state == "done" and not run.measured.results
-    assert view.table.text("nc", "digits:test") == "not measured"
+    assert run.state == "failed" and "shape" in run.error.message  # a set that measured nothing failed
+    assert view.table.text("nc", "digits:test") == "failed"
     assert "shape" in view.table.item(view.table.criteria.index("nc"), 2).toolTip()
     assert view.table.text("nc", TEST).endswith("/ 258")
     assert error_dialogs == []

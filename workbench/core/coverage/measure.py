@@ -460,7 +460,8 @@ def measure_groups(ctx: JobContext, model, dataset, test_split, test_indices, la
     """Measure each group of criteria on one test set (core `measure_coverage`), a group at a time.
 
     Groups fail on their own: an m the layer cannot give stops IDC, a singular density stops surprise
-    adequacy, and the other criteria are still measured. Fits and results stored in the project
+    adequacy, and the other criteria are still measured; when every group fails, the job fails with
+    what stopped each (never a finished job that measured nothing). Fits and results stored in the project
     are reused; new ones are saved to `project` (`stored_only`: only read, see `measure_coverage`).
     `test_split` is a split name of `dataset`, the name of a project test set, or a `Split` (any `TestSet`).
     """
@@ -479,6 +480,15 @@ def measure_groups(ctx: JobContext, model, dataset, test_split, test_indices, la
                 importance=importance if "idc" in criteria else None, project=project, stored_only=stored_only))
         except WorkbenchError as exc:
             measured.errors.update({name: exc for name in criteria})
+    if measured.errors and not measured.results:  # nothing measured: the job failed, and says why
+        failures = {}
+        for name, exc in measured.errors.items():
+            failures.setdefault(id(exc), (exc, []))[1].append(name)
+        if len(failures) == 1:
+            raise next(iter(failures.values()))[0]
+        raise WorkbenchError("No criterion could be measured: " + "; ".join(
+            f"{', '.join(names).upper()}: {exc.message}" for exc, names in failures.values()),
+            next(iter(failures.values()))[0].hint)
     return measured
 
 

@@ -28,7 +28,7 @@ def cell_text(run: SetRun | None, name: str, offered: bool = False) -> tuple[str
             tip += "\n\n⚠ " + "\n⚠ ".join(result.warnings)
         return coverage_text(result.value) + ("  ⚠" if result.warnings else ""), "done", tip
     if error is not None:
-        return ("cancelled" if run.state == CANCELLED else "not measured"), "failed", error_text(error)
+        return ("cancelled" if run.state == CANCELLED else "failed"), "failed", error_text(error)
     if run.state == RUNNING:
         points = run.growth.get(name) or []
         done, total = run.progress
