@@ -619,7 +619,7 @@ class Multiplying(nn.Module):
     (Upsampling(), r"layer 'grow' \(Upsample\)"),
     (Branching(), "cannot trace"),
     (TwoOutputs(), "returns only the logits|return one tensor"),
-    (Multiplying(), r"layer 'mul' \(function mul\)"),
+    (Multiplying(), r"layer 'mul' \(function mul of two signals"),
     (nn.Sequential(nn.Linear(4, 4), nn.Softmax(dim=1), nn.Linear(4, 2)), "softmax layer '1'"),
 ])
 def test_models_it_cannot_handle_are_refused_naming_the_layer(model, message):

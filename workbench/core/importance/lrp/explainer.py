@@ -285,6 +285,8 @@ class LRP:
         inputs = [j for j in node.inputs() if isinstance(values[j], torch.Tensor)]
         if node.kind == "pass":
             return [(inputs[0], R)]
+        if node.kind == "gate":  # the gate held constant: the signal takes all (summed over what it was broadcast to)
+            return [(node.value, _sum_to_shape(R, values[node.value].shape))]
         if node.kind == "reshape":
             return [(inputs[0], R.reshape(values[inputs[0]].shape))]
         if node.kind == "affine":
@@ -301,6 +303,16 @@ class LRP:
         ratio = stabilised_ratio(R, z.detach(), default_stabiliser(R.dtype))
         grads = torch.autograd.grad(z, grad_inputs, ratio, allow_unused=True)
         return [(j, leaf.detach() * g) for j, leaf, g in zip(inputs, grad_inputs, grads) if g is not None]
+
+
+def _sum_to_shape(R: torch.Tensor, shape) -> torch.Tensor:
+    """`R` summed over the dimensions an operand of `shape` was broadcast along, so its total is kept."""
+    if tuple(R.shape) == tuple(shape):
+        return R
+    extra = R.dim() - len(shape)
+    R = R.sum(dim=tuple(range(extra))) if extra > 0 else R
+    dims = tuple(d for d, size in enumerate(shape) if size == 1 and R.shape[d] != 1)
+    return R.sum(dim=dims, keepdim=True) if dims else R
 
 
 def _layer_list(model: nn.Module, at_most: int = 40) -> str:

@@ -40,7 +40,9 @@ class Ref:
 #   route     permutations, concatenation, winner-take-all max-pool: R_in = ∂z/∂a applied to R_out
 #   split     residual sums, average pooling, means: the proportional LRP-0 split a ⊙ ∂z/∂a · R/s(z)
 #   maxsplit  equal-split max-pool
-#   meta      size(), shape lookups: no tensors, no relevance
+#   gate      a product g ⊙ x of a signal x and a gate g (a sigmoid's or hard sigmoid's output: squeeze-and-
+#             excitation), or a constant: the gate is held constant, so R_x = R_out and the gate takes none
+#   meta      size(), shape lookups and arithmetic on them: no tensors, no relevance
 GRAPH_KINDS = ("affine", "route", "split")
 
 
@@ -84,6 +86,10 @@ _ROUTE_FUNCTIONS = {torch.cat, torch.concat, torch.permute, torch.transpose, F.m
 _SPLIT_FUNCTIONS = {operator.add, torch.add, F.avg_pool1d, F.avg_pool2d, F.adaptive_avg_pool1d,
                     F.adaptive_avg_pool2d, torch.mean, torch.sum}
 _META_FUNCTIONS = {getattr, operator.getitem, len}
+_GATE_FUNCTIONS = {operator.mul, torch.mul}
+#: What a gate comes out of: an operand made by one of these (through views) scales the other operand.
+_GATES = {"Sigmoid", "Hardsigmoid", "sigmoid", "hardsigmoid", "Tensor.sigmoid"}
+_PASS_MODULE_NAMES = {"StochasticDepth"}  # torchvision's: the identity in evaluation
 _SOFTMAX_FUNCTIONS = {torch.softmax, F.softmax, torch.log_softmax, F.log_softmax}
 _MAXPOOL_FUNCTIONS = {F.max_pool1d, F.max_pool2d, F.adaptive_max_pool1d, F.adaptive_max_pool2d}
 
@@ -102,9 +108,10 @@ def _call_method(name: str, self_, *args, **kwargs):
 def unsupported(name: str, what: str) -> WorkbenchError:
     return WorkbenchError(
         f"LRP cannot propagate relevance through layer {name!r} ({what}): no rule covers this layer type.",
-        "Supported: Linear, Conv1d/2d, element-wise activations, Flatten/reshape, Dropout, MaxPool, "
-        "AvgPool/AdaptiveAvgPool, BatchNorm, residual additions and concatenation. Replace or remove the "
-        "layer, or explain a model without it.")
+        "Supported: Linear, Conv1d/2d, element-wise activations, Flatten/reshape, Dropout and stochastic depth, "
+        "MaxPool, AvgPool/AdaptiveAvgPool, BatchNorm, residual additions, concatenation, and gates (a sigmoid's "
+        "output times a signal, as in squeeze-and-excitation). Replace or remove the layer, or explain a model "
+        "without it.")
 
 
 def _module_node(name: str, module: nn.Module, args: tuple, kwargs: dict, composite: Composite) -> Node:
@@ -117,7 +124,7 @@ def _module_node(name: str, module: nn.Module, args: tuple, kwargs: dict, compos
     if getattr(module, "inplace", False):  # an in-place activation would overwrite an output the relevance pass needs
         module = copy.copy(module)
         module.inplace = False
-    if kind in _PASS_MODULES:
+    if kind in _PASS_MODULES or what in _PASS_MODULE_NAMES:
         return Node(name, "pass", module, args, kwargs, what, module=module)
     if kind in _RESHAPE_MODULES:
         return Node(name, "reshape", module, args, kwargs, what, module=module)
@@ -219,8 +226,8 @@ def _function_node(name: str, fn, args: tuple, kwargs: dict, composite: Composit
     if fn in _MAXPOOL_FUNCTIONS and composite.maxpool == "equal-split":
         raise WorkbenchError(f"The equal-split max-pool variant does not cover the functional max-pool {name!r}.",
                              "Use an nn.MaxPool module in the model, or the winner-take-all variant.")
-    if fn in _PASS_FUNCTIONS:
-        return Node(name, "pass", fn, args, kwargs, what)
+    if fn in _PASS_FUNCTIONS or (what == "stochastic_depth" and getattr(fn, "__module__", "").startswith("torchvision")):
+        return Node(name, "pass", fn, args, kwargs, what)  # stochastic depth, as dropout: the identity in evaluation
     if fn in _RESHAPE_FUNCTIONS:
         return Node(name, "reshape", fn, args, kwargs, what)
     if fn in _ROUTE_FUNCTIONS:
@@ -231,6 +238,8 @@ def _function_node(name: str, fn, args: tuple, kwargs: dict, composite: Composit
         return Node(name, "split", fn, args, kwargs, what)
     if fn in _META_FUNCTIONS:
         return Node(name, "meta", fn, args, kwargs, what)
+    if fn in _GATE_FUNCTIONS:
+        return Node(name, "gate", fn, args, kwargs, what)
     if fn in _SOFTMAX_FUNCTIONS:
         return Node(name, "softmax", fn, args, kwargs, what)
     raise unsupported(name, f"function {what}")
@@ -250,6 +259,8 @@ def _method_node(name: str, method: str, args: tuple, kwargs: dict) -> Node:
         return Node(name, "meta", partial(_call_method, method), args, kwargs, what)
     if method in ("softmax", "log_softmax"):
         return Node(name, "softmax", partial(_call_method, method), args, kwargs, what)
+    if method in ("mul", "mul_"):
+        return Node(name, "gate", partial(_call_method, "mul"), args, kwargs, what)
     raise unsupported(name, what)
 
 
@@ -314,6 +325,9 @@ def fx_plan(model: nn.Module, composite: Composite) -> tuple[list[Node], int]:
                          value=value.detach() if isinstance(value, torch.Tensor) else value)
         elif fx_node.op == "call_module":
             node = _module_node(fx_node.target, model.get_submodule(fx_node.target), args, kwargs, composite)
+        elif fx_node.op in ("call_function", "call_method") and _on_sizes_only(nodes, args, kwargs):
+            call = fx_node.target if fx_node.op == "call_function" else partial(_call_method, fx_node.target)
+            node = Node(fx_node.name, "meta", call, args, kwargs, "arithmetic on sizes")  # a channel shuffle's //
         elif fx_node.op == "call_function":
             node = _function_node(fx_node.name, fx_node.target, args, kwargs, composite)
         elif fx_node.op == "call_method":
@@ -330,6 +344,40 @@ def fx_plan(model: nn.Module, composite: Composite) -> tuple[list[Node], int]:
         index[fx_node] = len(nodes)
         nodes.append(node)
     return nodes, output
+
+
+def _refs(args, kwargs) -> list[Ref]:
+    found: list[Ref] = []
+    map_aggregate((args, kwargs), lambda a: found.append(a) if isinstance(a, Ref) else None)
+    return found
+
+
+def _on_sizes_only(nodes: list[Node], args, kwargs) -> bool:
+    """Whether an operation reads only sizes and numbers (`channels // groups`), no tensor."""
+    refs = _refs(args, kwargs)
+    return bool(refs) and all(nodes[r.index].kind == "meta" for r in refs)
+
+
+def _is_gate(nodes: list[Node], index: int) -> bool:
+    """Whether node `index` is a gate or a constant, looking through views of one input."""
+    node = nodes[index]
+    while node.kind in ("reshape", "route") and len(node.inputs()) == 1 and node.what not in _GATES:
+        node = nodes[node.inputs()[0]]
+    return node.kind == "constant" or node.what in _GATES
+
+
+def _resolve_gate(nodes: list[Node], i: int) -> None:
+    """Which operand of product node `i` is the signal (`node.value`): the one that is not a gate."""
+    node = nodes[i]
+    operands = [r.index for r in _refs(node.args, node.kwargs) if nodes[r.index].kind != "meta"]
+    signals = [j for j in operands if not _is_gate(nodes, j)]
+    if len(operands) == 1:
+        signals = operands  # a tensor times a number: a fixed scaling
+    if len(signals) != 1:
+        what = node.what if node.what.startswith("Tensor.") else f"function {node.what}"
+        raise unsupported(node.name, f"{what} of two signals: a product x·y has no LRP rule here; a gate — a "
+                                     f"sigmoid's or hard sigmoid's output — times a signal has")
+    node.value = signals[0]
 
 
 def _attribute(model: nn.Module, target: str):
@@ -354,6 +402,8 @@ def finish_plan(nodes: list[Node], output: int, composite: Composite) -> tuple[l
         # relevance starts from the logits, not probabilities (docs/methods/importance.md#starting-relevance)
         output = nodes[output].inputs()[0]
     for i, node in enumerate(nodes[:output + 1]):
+        if node.kind == "gate":
+            _resolve_gate(nodes, i)
         if node.kind == "softmax":
             raise WorkbenchError(f"LRP cannot propagate through softmax layer {node.name!r} inside the model.",
                                  "Only a softmax at the very end is allowed (it is skipped: LRP starts from logits).")
