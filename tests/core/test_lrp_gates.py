@@ -104,3 +104,41 @@ def test_torchvision_networks_with_squeeze_and_excitation_are_explained(name):
     model = torchvision.models.get_model(name, weights=None, num_classes=4).eval()
     explained = LRP(model, "epsilon").explain(torch.rand(2, 3, 32, 32))
     assert explained.input.shape == (2, 3, 32, 32) and bool(torch.isfinite(explained.input).all())
+
+
+class Halves(nn.Module):
+    """ShuffleNet's pattern: the channels cut in two, one half through a convolution, the halves joined again."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 2, 3, padding=1, bias=False)
+        self.relu = nn.ReLU()
+        self.flatten = nn.Flatten()
+        self.dense = nn.Linear(4 * 5 * 5, 3, bias=False)
+
+    def forward(self, x):
+        left, right = x.chunk(2, dim=1)
+        return self.dense(self.flatten(torch.cat((left, self.relu(self.conv(right))), dim=1)))
+
+
+def test_pieces_cut_from_a_tensor_route_relevance_back_where_they_came_from():
+    torch.manual_seed(0)
+    model = Halves().eval()
+    x = torch.rand(3, 4, 5, 5)
+    explained = LRP(model, "lrp-0").explain(x)
+    with torch.no_grad():
+        logits = model(x)
+    top = logits.gather(1, logits.argmax(1, keepdim=True)).squeeze(1)
+    torch.testing.assert_close(explained.input.flatten(1).sum(1), top, rtol=1e-5, atol=1e-7)
+    # the untouched half's relevance is the dense layer's LRP-0 share of it, by hand
+    w = model.dense.weight[logits.argmax(1)].view(3, 4, 5, 5)[:, :2]
+    with torch.no_grad():
+        hand = x[:, :2] * w  # z_k = x_k w_k, and R_k = z_k / z · R with R = z at the start: z_k itself
+    torch.testing.assert_close(explained.input[:, :2], hand, rtol=1e-5, atol=1e-7)
+
+
+def test_shufflenet_is_explained():
+    torch.manual_seed(0)
+    model = torchvision.models.shufflenet_v2_x0_5(num_classes=4).eval()
+    explained = LRP(model, "epsilon").explain(torch.rand(2, 3, 32, 32))
+    assert explained.input.shape == (2, 3, 32, 32) and bool(torch.isfinite(explained.input).all())

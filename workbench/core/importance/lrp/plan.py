@@ -109,7 +109,7 @@ def unsupported(name: str, what: str) -> WorkbenchError:
     return WorkbenchError(
         f"LRP cannot propagate relevance through layer {name!r} ({what}): no rule covers this layer type.",
         "Supported: Linear, Conv1d/2d, element-wise activations, Flatten/reshape, Dropout and stochastic depth, "
-        "MaxPool, AvgPool/AdaptiveAvgPool, BatchNorm, residual additions, concatenation, and gates (a sigmoid's "
+        "MaxPool, AvgPool/AdaptiveAvgPool, BatchNorm, residual additions, concatenation and chunks, and gates (a sigmoid's "
         "output times a signal, as in squeeze-and-excitation). Replace or remove the layer, or explain a model "
         "without it.")
 
@@ -325,6 +325,13 @@ def fx_plan(model: nn.Module, composite: Composite) -> tuple[list[Node], int]:
                          value=value.detach() if isinstance(value, torch.Tensor) else value)
         elif fx_node.op == "call_module":
             node = _module_node(fx_node.target, model.get_submodule(fx_node.target), args, kwargs, composite)
+        elif _is_pieces(fx_node):  # chunk/split/unbind: each piece taken from it becomes a route of its own
+            node = Node(fx_node.name, "meta", _pieces_call(fx_node), args, kwargs, _PIECES)
+        elif (fx_node.op == "call_function" and fx_node.target is operator.getitem and isinstance(args[0], Ref)
+              and nodes[args[0].index].what == _PIECES):
+            pieces = nodes[args[0].index]
+            node = Node(fx_node.name, "route", partial(_piece, pieces.call, args[1]), pieces.args, pieces.kwargs,
+                        f"piece {args[1]} of {pieces.name}")
         elif fx_node.op in ("call_function", "call_method") and _on_sizes_only(nodes, args, kwargs):
             call = fx_node.target if fx_node.op == "call_function" else partial(_call_method, fx_node.target)
             node = Node(fx_node.name, "meta", call, args, kwargs, "arithmetic on sizes")  # a channel shuffle's //
@@ -344,6 +351,25 @@ def fx_plan(model: nn.Module, composite: Composite) -> tuple[list[Node], int]:
         index[fx_node] = len(nodes)
         nodes.append(node)
     return nodes, output
+
+
+_PIECES = "pieces"  # what a chunk/split/unbind node is: a tuple of tensors, read only through its pieces
+_PIECE_FUNCTIONS = {torch.chunk, torch.split, torch.unbind, torch.tensor_split}
+_PIECE_METHODS = {"chunk", "split", "unbind", "tensor_split"}
+
+
+def _is_pieces(fx_node) -> bool:
+    return (fx_node.op == "call_function" and fx_node.target in _PIECE_FUNCTIONS) or \
+        (fx_node.op == "call_method" and fx_node.target in _PIECE_METHODS)
+
+
+def _pieces_call(fx_node):
+    return fx_node.target if fx_node.op == "call_function" else partial(_call_method, fx_node.target)
+
+
+def _piece(call, k, *args, **kwargs):
+    """Piece `k` of `call(*args, **kwargs)`: relevance routes back to where the piece was cut from."""
+    return call(*args, **kwargs)[k]
 
 
 def _refs(args, kwargs) -> list[Ref]:
