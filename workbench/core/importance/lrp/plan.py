@@ -109,9 +109,9 @@ def unsupported(name: str, what: str) -> WorkbenchError:
     return WorkbenchError(
         f"LRP cannot propagate relevance through layer {name!r} ({what}): no rule covers this layer type.",
         "Supported: Linear, Conv1d/2d, element-wise activations, Flatten/reshape, Dropout and stochastic depth, "
-        "MaxPool, AvgPool/AdaptiveAvgPool, BatchNorm, residual additions, concatenation and chunks, and gates (a sigmoid's "
-        "output times a signal, as in squeeze-and-excitation). Replace or remove the layer, or explain a model "
-        "without it.")
+        "MaxPool, AvgPool/AdaptiveAvgPool, BatchNorm, residual additions, concatenation and chunks, and gates "
+        "(a sigmoid's output times a signal, as in squeeze-and-excitation). Replace or remove the layer, or explain "
+        "a model without it.")
 
 
 def _module_node(name: str, module: nn.Module, args: tuple, kwargs: dict, composite: Composite) -> Node:
