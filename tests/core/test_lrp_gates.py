@@ -16,7 +16,8 @@ from workbench.core.importance.lrp.explainer import LRP
 
 
 class Excited(nn.Module):
-    """conv → squeeze-and-excitation (mean, fc, ReLU, fc, hard sigmoid) → gate × signal → channel shuffle → dense."""
+    """conv → squeeze-and-excitation (mean, fc, ReLU, fc, hard sigmoid) → gate × signal → channel shuffle →
+    dense."""
 
     def __init__(self, frozen_gate: torch.Tensor | None = None):
         super().__init__()

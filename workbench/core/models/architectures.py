@@ -142,9 +142,12 @@ def _cifar_resnet(name: str):
 
 
 for _arch in (
-    Architecture("resnet20", _cifar_resnet("resnet20"), (3, 32, 32), "CIFAR ResNet-20 (He et al.; RobOT, 0.27 M parameters)"),
-    Architecture("resnet32", _cifar_resnet("resnet32"), (3, 32, 32), "CIFAR ResNet-32 (He et al.; RobOT, 0.46 M parameters)"),
-    Architecture("resnet56", _cifar_resnet("resnet56"), (3, 32, 32), "CIFAR ResNet-56 (He et al.; RobOT, 0.85 M parameters)"),
+    Architecture("resnet20", _cifar_resnet("resnet20"), (3, 32, 32),
+                 "CIFAR ResNet-20 (He et al.; RobOT, 0.27 M parameters)"),
+    Architecture("resnet32", _cifar_resnet("resnet32"), (3, 32, 32),
+                 "CIFAR ResNet-32 (He et al.; RobOT, 0.47 M parameters)"),
+    Architecture("resnet56", _cifar_resnet("resnet56"), (3, 32, 32),
+                 "CIFAR ResNet-56 (He et al.; RobOT, 0.86 M parameters)"),
     Architecture("lenet1", lenet1, (1, 28, 28), "LeNet-1 (DeepImportance release, 3,246 parameters)"),
     Architecture("lenet4", lenet4, (1, 28, 28), "LeNet-4 (DeepImportance release, 25,010 parameters)"),
     Architecture("lenet5", lenet5, (1, 28, 28), "LeNet-5 (DeepImportance/RobOT, 44,426 parameters)"),

@@ -226,8 +226,9 @@ def _function_node(name: str, fn, args: tuple, kwargs: dict, composite: Composit
     if fn in _MAXPOOL_FUNCTIONS and composite.maxpool == "equal-split":
         raise WorkbenchError(f"The equal-split max-pool variant does not cover the functional max-pool {name!r}.",
                              "Use an nn.MaxPool module in the model, or the winner-take-all variant.")
-    if fn in _PASS_FUNCTIONS or (what == "stochastic_depth" and getattr(fn, "__module__", "").startswith("torchvision")):
-        return Node(name, "pass", fn, args, kwargs, what)  # stochastic depth, as dropout: the identity in evaluation
+    stochastic_depth = what == "stochastic_depth" and getattr(fn, "__module__", "").startswith("torchvision")
+    if fn in _PASS_FUNCTIONS or stochastic_depth:  # stochastic depth, as dropout: the identity in evaluation
+        return Node(name, "pass", fn, args, kwargs, what)
     if fn in _RESHAPE_FUNCTIONS:
         return Node(name, "reshape", fn, args, kwargs, what)
     if fn in _ROUTE_FUNCTIONS:
