@@ -40,6 +40,14 @@ class Excited(nn.Module):
         return self.dense(self.flatten(x))
 
 
+def assert_conserved(model, x, explained) -> None:
+    """LRP-0 without biases: each input's relevance sums to its predicted logit."""
+    with torch.no_grad():
+        logits = model(x)
+    top = logits.gather(1, logits.argmax(1, keepdim=True)).squeeze(1)
+    torch.testing.assert_close(explained.input.flatten(1).sum(1).double(), top.double(), rtol=1e-5, atol=1e-7)
+
+
 @pytest.fixture(scope="module")
 def excited():
     torch.manual_seed(0)
@@ -49,10 +57,7 @@ def excited():
 def test_the_gate_is_held_constant_and_the_signal_takes_all(excited):
     x = torch.rand(3, 3, 6, 6)
     explained = LRP(excited, "lrp-0").explain(x, layers=["conv", "fc1", "fc2"])
-    with torch.no_grad():
-        logits = excited(x)
-    top = logits.gather(1, logits.argmax(1, keepdim=True)).squeeze(1).double()
-    torch.testing.assert_close(explained.input.flatten(1).sum(1).double(), top, rtol=1e-5, atol=1e-7)
+    assert_conserved(excited, x, explained)
     assert torch.count_nonzero(explained.layers["fc1"]) == 0 and torch.count_nonzero(explained.layers["fc2"]) == 0
     for i in range(len(x)):  # each input's gate frozen into a constant: the same relevance
         with torch.no_grad():
@@ -92,11 +97,7 @@ def test_a_signal_times_a_number_passes_its_relevance():
     torch.manual_seed(0)
     model = Halved().eval()
     x = torch.rand(5, 1, 2, 2)
-    explained = LRP(model, "lrp-0").explain(x)
-    with torch.no_grad():
-        logits = model(x)
-    top = logits.gather(1, logits.argmax(1, keepdim=True)).squeeze(1)
-    torch.testing.assert_close(explained.input.flatten(1).sum(1), top, rtol=1e-5, atol=1e-7)
+    assert_conserved(model, x, LRP(model, "lrp-0").explain(x))
 
 
 @pytest.mark.parametrize("name", ["mobilenet_v3_small", "efficientnet_b0"])
@@ -127,12 +128,11 @@ def test_pieces_cut_from_a_tensor_route_relevance_back_where_they_came_from():
     model = Halves().eval()
     x = torch.rand(3, 4, 5, 5)
     explained = LRP(model, "lrp-0").explain(x)
-    with torch.no_grad():
-        logits = model(x)
-    top = logits.gather(1, logits.argmax(1, keepdim=True)).squeeze(1)
-    torch.testing.assert_close(explained.input.flatten(1).sum(1), top, rtol=1e-5, atol=1e-7)
+    assert_conserved(model, x, explained)
     # the untouched half's relevance is the dense layer's LRP-0 share of it, by hand
-    w = model.dense.weight[logits.argmax(1)].view(3, 4, 5, 5)[:, :2]
+    with torch.no_grad():
+        predicted = model(x).argmax(1)
+    w = model.dense.weight[predicted].view(3, 4, 5, 5)[:, :2]
     with torch.no_grad():
         hand = x[:, :2] * w  # z_k = x_k w_k, and R_k = z_k / z · R with R = z at the start: z_k itself
     torch.testing.assert_close(explained.input[:, :2], hand, rtol=1e-5, atol=1e-7)
