@@ -32,9 +32,10 @@ def test_names_and_calls_go_both_ways():
 
 def test_a_module_called_twice_is_two_layers_with_their_own_values(resnet):
     names = [layer.name for layer in layer_catalogue(resnet, (3, 32, 32))]
-    assert len(names) == len(set(names)) == 60
-    assert names[4:10] == ["layer1.0.conv1", "layer1.0.bn1", "layer1.0.relu", "layer1.0.conv2", "layer1.0.bn2",
-                           "layer1.0.relu#2"]
+    assert len(names) == len(set(names)) == 60 + 15  # 60 calls of modules, 15 blocks (8 residual, 4 stages, 3 shortcuts)
+    assert names[4:11] == ["layer1.0.conv1", "layer1.0.bn1", "layer1.0.relu", "layer1.0.conv2", "layer1.0.bn2",
+                           "layer1.0.relu#2", "layer1.0"]
+    assert names[-4:] == ["layer4.1", "layer4", "avgpool", "fc"]
     x = torch.rand(3, 3, 32, 32)
     with torch.no_grad():
         stem = resnet.maxpool(resnet.relu(resnet.bn1(resnet.conv1(x))))
@@ -45,11 +46,27 @@ def test_a_module_called_twice_is_two_layers_with_their_own_values(resnet):
     assert torch.allclose(forward_values(resnet, "layer1.0.relu#2", x, "element"), output.flatten(1).double())
 
 
-def test_lrp_reads_relevance_at_each_call(resnet):
+def test_lrp_reads_relevance_at_each_call_at_residual_sums_and_at_blocks(resnet):
     lrp = LRP(resnet, "epsilon")
-    assert {"layer1.0.relu", "layer1.0.relu#2", "layer4.1.relu#2"} <= set(lrp.layer_names)
-    relevance = lrp.explain(torch.rand(2, 3, 32, 32), layers=["layer1.0.relu", "layer1.0.relu#2"], to_input=False)
+    names = lrp.layer_names
+    assert {"layer1.0.relu", "layer1.0.relu#2", "layer4.1.relu#2", "layer3.1.add", "layer3"} <= set(names)
+    assert names[names.index("layer1.0.bn2"):names.index("layer1.1.conv1")] == [
+        "layer1.0.bn2", "layer1.0.add", "layer1.0.relu#2", "layer1.0"]  # a block's name follows its last layer
+    assert set(names) - {"input", "flatten"} - {n for n in names if n.endswith(".add")} == \
+        {layer.name for layer in layer_catalogue(resnet, (3, 32, 32))}
+    x = torch.rand(2, 3, 32, 32)
+    relevance = lrp.explain(x, layers=["layer1.0.relu", "layer1.0.relu#2", "layer3", "layer3.1.relu#2"],
+                            to_input=False)
     assert relevance.layers["layer1.0.relu#2"].shape == (2, 64, 8, 8)
+    assert torch.equal(relevance.layers["layer3"], relevance.layers["layer3.1.relu#2"])  # the block's output
+
+
+def test_a_block_is_a_layer_whose_values_are_its_output(resnet):
+    x = torch.rand(3, 3, 32, 32)
+    with torch.no_grad():
+        stem = resnet.maxpool(resnet.relu(resnet.bn1(resnet.conv1(x))))
+        stage3 = resnet.layer3(resnet.layer2(resnet.layer1(stem)))
+    assert torch.allclose(forward_values(resnet, "layer3", x, "channel-mean"), stage3.mean(dim=(2, 3)).double())
 
 
 def test_the_names_are_the_same_in_another_process(resnet):

@@ -192,13 +192,14 @@ def random_draws(count: int, m: int, draws: int, seed: int) -> list[list[int]]:
 
 
 def downstream_layer(catalogue, hooked: str) -> str:
-    """The first Conv/Linear after module `hooked` in execution order; the last layer if none follows."""
+    """The first Conv/Linear after module `hooked` in execution order; the last layer if none follows (a
+    module's, not a block's: the blocks that end with it have its output)."""
     names = [layer.name for layer in catalogue]
     position = names.index(hooked)
     for layer in catalogue[position + 1:]:
         if layer.type in _WEIGHTED:
             return layer.name
-    return catalogue[-1].name
+    return [layer for layer in catalogue if not layer.block][-1].name
 
 
 def _neuron_mask(shape: tuple[int, ...], neurons: list[int], conv_neuron: str):

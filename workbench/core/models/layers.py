@@ -45,6 +45,7 @@ class LayerInfo:
     neurons: int
     parameters: int
     activation: str | None = None  # the module after which the block's activation has been applied
+    block: bool = False  # a module of modules (`layer3`, `features.6`): its output is that of the last inside it
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -63,13 +64,14 @@ def neuron_count(shape: tuple[int, ...]) -> int:
 
 
 def layer_catalogue(module, input_shape: tuple[int, int, int]) -> list[LayerInfo]:
-    """Every leaf layer in execution order with its output shape and neuron count; a module the forward pass
-    calls k times is k layers, named by its path and then `#2`, `#3`, … (`models/hooks.layer_call`)."""
+    """Every layer in execution order with its output shape and neuron count: each module's output, a block's
+    (`layer3`, `features.6`) after the layers inside it; a module the forward pass calls k times is k layers,
+    named by its path and then `#2`, `#3`, … (`models/hooks.layer_call`)."""
     import torch
 
     if is_scripted(module):
         raise scripted_model_error()
-    leaves = [(n, m) for n, m in module.named_modules() if n and not list(m.children())]
+    leaves = [(n, m) for n, m in module.named_modules() if n]  # blocks too: their output is a layer users pick
     seen: list[tuple[str, object, tuple]] = []
     calls: dict[str, int] = {}
     handles = []
@@ -102,7 +104,7 @@ def layer_catalogue(module, input_shape: tuple[int, int, int]) -> list[LayerInfo
     catalogue = []
     for i, (name, mod, shape) in enumerate(seen):
         info = LayerInfo(name, type(mod).__name__, shape, neuron_count(shape),
-                         sum(p.numel() for p in mod.parameters(recurse=False)))
+                         sum(p.numel() for p in mod.parameters(recurse=False)), block=bool(list(mod.children())))
         if info.type not in ELEMENTWISE:
             info.activation = _block_output(seen, i)
         catalogue.append(info)

@@ -78,14 +78,27 @@ class LRP:
         self.dtype = parameter.dtype if parameter is not None else torch.get_default_dtype()
 
     def _name_index(self) -> dict[str, list[int]]:
-        """{layer name: [node]}: a module the model calls k times is k layers, its k-th call named
-        `name#k` as in the layer catalogue (`models/hooks.layer_call`)."""
-        names: dict[str, list[int]] = {}
+        """{layer name: [node]} in execution order: a module the model calls k times is k layers, its k-th
+        call named `name#k` as in the layer catalogue (`models/hooks.layer_call`); a block (`layer3`,
+        `layer3.1`, `features.6`) is read at the last node that runs inside it, its output."""
+        entries: list[tuple[int, int, str]] = []  # (node, 0 or a block's depth, name)
         calls: dict[str, int] = {}
+        last: dict[str, int] = {}
         for i, node in enumerate(self._nodes[:self._output + 1]):
-            if node.kind not in ("meta", "constant"):
-                calls[node.name] = calls.get(node.name, 0) + 1
-                names.setdefault(call_name(node.name, calls[node.name]), []).append(i)
+            if node.kind in ("meta", "constant"):
+                continue
+            calls[node.name] = calls.get(node.name, 0) + 1
+            entries.append((i, 0, call_name(node.name, calls[node.name])))
+            parts = node.scope.split(".") if node.scope else []
+            own = len(parts) if node.scope != node.name else len(parts) - 1  # a module is not a block of itself
+            for depth in range(1, own + 1):
+                last[".".join(parts[:depth])] = i
+        taken = {name for _, _, name in entries}
+        entries += [(i, 1 + block.count("."), block) for block, i in last.items() if block not in taken]
+        entries.sort(key=lambda e: (e[0], e[1] > 0, -e[1]))  # a node, then the blocks it ends, innermost first
+        names: dict[str, list[int]] = {}
+        for i, _, name in entries:
+            names.setdefault(name, []).append(i)
         return names
 
     @property
@@ -240,7 +253,9 @@ class LRP:
         node keeps back (see `Relevance.absorbed`).
         """
         relevance: dict[int, torch.Tensor] = {self._output: R_out}
-        wanted = {i: name for name, i in chosen.items()}
+        wanted: dict[int, list[str]] = {}  # a block and its last layer are one node: both are recorded
+        for name, i in chosen.items():
+            wanted.setdefault(i, []).append(name)
         recorded: dict[str, torch.Tensor] = {}
         input_index = next(i for i, n in enumerate(self._nodes) if n.kind == "input")
         stop = input_index if to_input else (min(chosen.values()) if chosen else self._output)
@@ -258,8 +273,8 @@ class LRP:
                     f"Relevance became NaN or infinite at the output of layer {node.name!r}, "
                     f"propagating back through layer {via}.",
                     "Check the model's weights and inputs for extreme values; a larger ε (LRP-ε) may help.")
-            if i in wanted:
-                recorded[wanted[i]] = R
+            for name in wanted.get(i, ()):
+                recorded[name] = R
             if i in masks:
                 R = R * _broadcast_mask(masks[i], R, node.name)
             if i == input_index:

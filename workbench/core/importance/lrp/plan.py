@@ -56,7 +56,8 @@ class Node:
     what: str = ""              # the layer type, for messages
     op: AffineOp | None = None
     module: nn.Module | None = None
-    value: Any = None           # for constants
+    value: Any = None           # for constants; a gate's signal operand
+    scope: str = ""             # the path of the module the node runs in (its own, for a module)
 
     def inputs(self) -> list[int]:
         found: list[int] = []
@@ -283,6 +284,7 @@ def sequential_plan(model: nn.Module, composite: Composite) -> tuple[list[Node],
     nodes = [Node("input", "input", None, (), {}, "input")]
     for name, module in _sequential_leaves(model):
         nodes.append(_module_node(name, module, (Ref(len(nodes) - 1),), {}, composite))
+        nodes[-1].scope = name
     return nodes, len(nodes) - 1
 
 
@@ -337,9 +339,9 @@ def fx_plan(model: nn.Module, composite: Composite) -> tuple[list[Node], int]:
             call = fx_node.target if fx_node.op == "call_function" else partial(_call_method, fx_node.target)
             node = Node(fx_node.name, "meta", call, args, kwargs, "arithmetic on sizes")  # a channel shuffle's //
         elif fx_node.op == "call_function":
-            node = _function_node(fx_node.name, fx_node.target, args, kwargs, composite)
+            node = _function_node(_operation_name(fx_node), fx_node.target, args, kwargs, composite)
         elif fx_node.op == "call_method":
-            node = _method_node(fx_node.name, fx_node.target, args, kwargs)
+            node = _method_node(_operation_name(fx_node), fx_node.target, args, kwargs)
         elif fx_node.op == "output":
             if not isinstance(args[0], Ref):
                 raise WorkbenchError("LRP explains models that return one tensor of logits; this one returns "
@@ -349,6 +351,7 @@ def fx_plan(model: nn.Module, composite: Composite) -> tuple[list[Node], int]:
             continue
         else:
             raise unsupported(fx_node.name, fx_node.op)
+        node.scope = fx_node.target if fx_node.op == "call_module" else _scope(fx_node)
         index[fx_node] = len(nodes)
         nodes.append(node)
     return nodes, output
@@ -371,6 +374,22 @@ def _pieces_call(fx_node):
 def _piece(call, k, *args, **kwargs):
     """Piece `k` of `call(*args, **kwargs)`: relevance routes back to where the piece was cut from."""
     return call(*args, **kwargs)[k]
+
+
+def _scope(fx_node) -> str:
+    """The path of the innermost module whose forward() ran the operation ('' for the model's own)."""
+    stack = fx_node.meta.get("nn_module_stack") or {}
+    return list(stack.values())[-1][0] if stack else ""
+
+
+def _operation_name(fx_node) -> str:
+    """A function's or method's layer name: named after the module it runs in (`layer3.1.add`, the residual
+    sum of block layer3.1), so its name says where it is; torch.fx's own name at the model's top level."""
+    scope = _scope(fx_node)
+    if not scope:
+        return fx_node.name
+    operation = fx_node.target if isinstance(fx_node.target, str) else getattr(fx_node.target, "__name__", "")
+    return f"{scope}.{operation or fx_node.name}"
 
 
 def _refs(args, kwargs) -> list[Ref]:
