@@ -79,3 +79,19 @@ def test_the_names_are_the_same_in_another_process(resnet):
     catalogue, lrp = json.loads(done.stdout)
     assert catalogue == [layer.name for layer in layer_catalogue(resnet, (3, 32, 32))]
     assert lrp == LRP(resnet, "epsilon").layer_names
+
+
+
+def test_a_jobs_hook_on_a_block_does_not_reach_the_trace(resnet):
+    """A job that captures a block's values hooks it on its own thread, and may build LRP's plan while the
+    hook is there: the trace must not run that hook on its proxies (it did, and the plan met a `detach` it
+    has no rule for)."""
+    from workbench.core.models.hooks import hook_layer
+
+    seen = []
+    handle = hook_layer(resnet, "layer3", lambda module, inputs, output: seen.append(output.detach().shape))
+    try:
+        names = LRP(resnet, "epsilon").layer_names
+    finally:
+        handle.remove()
+    assert "layer3" in names and "detach" not in " ".join(names) and seen == []

@@ -19,6 +19,7 @@ from torch.fx.node import map_aggregate
 from workbench.core.errors import WorkbenchError
 from workbench.core.importance.lrp.propagation import AffineOp
 from workbench.core.importance.lrp.rules import LRP0, Composite, Epsilon
+from workbench.core.models.hooks import private_copy
 from workbench.core.models.layers import is_scripted, scripted_model_error
 
 # --- the plan: nodes of the model's graph --------------------------------------------------------
@@ -300,8 +301,8 @@ def fx_plan(model: nn.Module, composite: Composite) -> tuple[list[Node], int]:
     if is_scripted(model):
         raise scripted_model_error()
     try:
-        with _TRACING:
-            graph = torch.fx.symbolic_trace(model).graph
+        with _TRACING:  # a copy without hooks: a job's hook on a block would run on the tracer's proxies
+            graph = torch.fx.symbolic_trace(private_copy(model)).graph
     except Exception as exc:
         raise WorkbenchError(
             f"LRP cannot follow this model: it is not an nn.Sequential and torch.fx cannot trace it "
