@@ -415,3 +415,21 @@ def test_a_gallery_and_an_empty_state_need_no_more_room_when_their_content_comes
     short = empty.minimumSizeHint().width()
     empty.show_message("A much longer title, as the ablation check's message while it computes, " * 3)
     assert empty.minimumSizeHint().width() <= max(short, 300)  # a long title wraps
+
+
+def test_a_long_message_is_shortened_so_its_title_stays_in_sight(qtbot):
+    """An LRP refusal lists every layer of the model: shown whole, it pushed the title and the text out of
+    the panel and left only the buttons. The panel shows its start, the tooltip the whole of it."""
+    empty = shown(EmptyState(), qtbot, 520, 360)
+    text = "LRP cannot propagate relevance through layer 'x'. The model's layers: " + ", ".join(
+        f"layer{i // 4}.{i % 4}.conv (Conv2d)" for i in range(60))
+    empty.show_message("No relevance for layer layer3", text, [("Compute again", lambda: None)])
+    flush_events()
+    shown_text = empty.text.text()
+    assert len(shown_text) <= 482 and shown_text.endswith(" …") and text.startswith(shown_text[:-2])
+    assert empty.text.toolTip() == text
+    for label in (empty.title, empty.text):
+        top = label.mapTo(empty, label.rect().topLeft()).y()
+        assert 0 <= top and top + label.height() <= empty.height()  # the whole label is in the panel
+    empty.show_message("Nothing yet", "Short.", [])
+    assert empty.text.text() == "Short." and empty.text.toolTip() == ""

@@ -21,6 +21,19 @@ from PySide6.QtWidgets import (
 )
 
 
+MAX_TEXT = 480  # characters a message shows; a longer one (an LRP refusal lists every layer) would push the
+#                title and the text out of a panel, leaving only the buttons
+
+
+def shortened(text: str, limit: int = MAX_TEXT) -> str:
+    """`text`, or its first `limit` characters cut at a space with " …" after them (the whole text is the
+    label's tooltip)."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    return (cut[:cut.rfind(" ")] if " " in cut else cut).rstrip(" ,;:") + " …"
+
+
 class EmptyState(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -60,7 +73,8 @@ class EmptyState(QWidget):
     def show_message(self, title: str, text: str = "", actions: list[tuple[str, Callable[[], None]]] = (),
                      busy: bool = False) -> None:
         self.busy.setVisible(busy)
-        if (title, text, [label for label, _ in actions]) == (self.title.text(), self.text.text(), self.button_texts()):
+        shown = shortened(text)
+        if (title, shown, [label for label, _ in actions]) == (self.title.text(), self.text.text(), self.button_texts()):
             # The same message again (a view refreshed): its buttons stay and call the new handlers. New
             # buttons and the wrapped text's new height took a view's show 1–2 ms a message.
             for i, (_, handler) in enumerate(actions):
@@ -69,7 +83,8 @@ class EmptyState(QWidget):
                 button.clicked.connect(handler)
             return
         self.title.setText(title)
-        self.text.setText(text)
+        self.text.setText(shown)
+        self.text.setToolTip(text if shown != text else "")
         self.text.setVisible(bool(text))
         while self.buttons.count() > 2:
             widget = self.buttons.takeAt(1).widget()
