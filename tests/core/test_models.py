@@ -175,6 +175,28 @@ def test_torch_export_with_a_fixed_batch_size_is_refused_clearly(tmp_path, digit
     assert "one" in err.value.message and "dynamic batch" in err.value.hint
 
 
+def test_a_torch_export_program_is_refused_where_its_layers_are_needed_saying_what_works(
+        tmp_path, digits_model, digits, probe):
+    from workbench.core.coverage.measure import measure_coverage
+    from workbench.core.execution.jobs import JobContext
+    from workbench.core.importance.lrp.explainer import LRP
+    from workbench.core.importance.neuron_importance import compute_importance
+    from workbench.core.models.layers import layer_catalogue
+
+    batch = torch.export.Dim("batch")
+    program = torch.export.export(digits_model.module.eval(), (probe[:2],), dynamic_shapes={"input": {0: batch}})
+    torch.export.save(program, str(tmp_path / "m.pt2"))
+    m = load_model(tmp_path / "m.pt2")
+    attempts = [lambda: layer_catalogue(m.module, (1, 8, 8)), lambda: LRP(m.module),
+                lambda: compute_importance(JobContext("cpu"), m, digits, "fc1"),
+                lambda: measure_coverage(JobContext("cpu"), m, digits, "fc1", ["nc"])]
+    for attempt in attempts:
+        with pytest.raises(WorkbenchError) as refused:
+            attempt()
+        assert refused.value.message.startswith("This is a torch.export program: its graph holds ATen operations")
+        assert "Evaluation, attacks, FOL" in refused.value.message and "--arch NAME" in refused.value.hint
+
+
 def test_every_load_uses_weights_only(tmp_path, digits_model, digits_model_file, monkeypatch):
     calls = []
     real = torch.load

@@ -28,13 +28,40 @@ def scripted_model_error() -> WorkbenchError:
         "here, so importance, coverage, ablation, galleries, the coverage-greedy baseline and retraining "
         "cannot use it. Evaluation, attacks, FOL, the uncertainty scores and selection by them work with it.",
         "For the others, load its weights as a state_dict with their architecture (--model weights.pt "
-        "--arch NAME), or save the model with torch.export (.pt2).")
+        "--arch NAME; a torchvision network's weights are recognised without --arch).")
+
+
+def exported_model_error() -> WorkbenchError:
+    """What a torch.export program can and cannot do here. Its graph holds ATen operations (conv2d,
+    batch_norm, relu_) in place of the model's modules, so no layer of it has a module's name, takes a hook
+    or has an LRP rule; it runs and is differentiated like any model."""
+    return WorkbenchError(
+        "This is a torch.export program: its graph holds ATen operations, not the model's layers, so "
+        "importance, coverage, ablation, galleries and the coverage-greedy baseline cannot look inside it. "
+        "Evaluation, attacks, FOL, the uncertainty scores and selection by them work with it.",
+        "For the others, load its weights as a state_dict with their architecture (--model weights.pt "
+        "--arch NAME; a torchvision network's weights are recognised without --arch).")
 
 
 def is_scripted(module) -> bool:
     import torch
 
     return isinstance(module, torch.jit.ScriptModule)
+
+
+def is_exported(module) -> bool:
+    """Whether `module` is a torch.export program's module: a graph of ATen operator overloads."""
+    graph = getattr(module, "graph", None)
+    return graph is not None and hasattr(graph, "nodes") and any(
+        type(node.target).__name__ == "OpOverload" for node in graph.nodes if node.op == "call_function")
+
+
+def refuse_unreadable(module) -> None:
+    """Refuse, saying what works instead, a model whose layers cannot be read: TorchScript, torch.export."""
+    if is_scripted(module):
+        raise scripted_model_error()
+    if is_exported(module):
+        raise exported_model_error()
 
 
 @dataclass
@@ -69,8 +96,7 @@ def layer_catalogue(module, input_shape: tuple[int, int, int]) -> list[LayerInfo
     named by its path and then `#2`, `#3`, … (`models/hooks.layer_call`)."""
     import torch
 
-    if is_scripted(module):
-        raise scripted_model_error()
+    refuse_unreadable(module)
     leaves = [(n, m) for n, m in module.named_modules() if n]  # blocks too: their output is a layer users pick
     seen: list[tuple[str, object, tuple]] = []
     calls: dict[str, int] = {}

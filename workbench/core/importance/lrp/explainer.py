@@ -16,6 +16,7 @@ from workbench.core.importance.lrp.plan import (GRAPH_KINDS, Node, Ref, finish_p
 from workbench.core.importance.lrp.propagation import equal_split_maxpool, per_input_sum, propagate_affine
 from workbench.core.importance.lrp.rules import Composite, Rule, as_composite, default_stabiliser, stabilised_ratio
 from workbench.core.models.hooks import call_name
+from workbench.core.models.layers import refuse_unreadable
 
 # --- the explainer -------------------------------------------------------------------------------
 
@@ -61,6 +62,7 @@ class LRP:
 
     def __init__(self, model: nn.Module, composite: Composite | Rule | str | None = None):
         self.composite = as_composite(composite)
+        refuse_unreadable(model)  # before eval(), which an exported program's module refuses in words of its own
         model.eval()
         try:
             if is_plain_sequential(model):
