@@ -80,12 +80,25 @@ def _signature(name: str) -> dict[str, tuple] | None:
         return _signatures[name]
 
 
+#: The families tried first, the most used first: a network is recognised once it matches, so a ResNet's file
+#: does not wait for every other network to be built. (No two classification models of torchvision have the
+#: same parameter names and shapes, checked when this was written, so the first match is the only one.)
+FAMILIES_FIRST = ("resnet", "vgg", "mobilenet", "efficientnet", "densenet", "convnext", "vit", "regnet", "resnext",
+                  "wide_resnet", "squeezenet", "shufflenet", "mnasnet", "alexnet", "googlenet", "inception", "swin")
+
+
+def _family_rank(name: str) -> int:
+    return next((i for i, family in enumerate(FAMILIES_FIRST) if name.startswith(family)), len(FAMILIES_FIRST))
+
+
 def recognise(state: dict) -> list[tuple[str, int]]:
-    """The torchvision models whose state has exactly the keys of `state`, and its shapes but for the class
-    count: [(`torchvision:NAME`, classes)]."""
+    """The torchvision model whose state has exactly the keys of `state`, and its shapes but for the class
+    count: [(`torchvision:NAME`, classes)], or [] when none has."""
     shapes = {k: tuple(v.shape) for k, v in state.items() if hasattr(v, "shape")}
     found = []
-    for name in torchvision_names():
+    for name in sorted(torchvision_names(), key=_family_rank):
+        if found:
+            break
         signature = _signature(name)
         if signature is None or signature.keys() != shapes.keys():
             continue
