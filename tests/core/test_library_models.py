@@ -21,7 +21,7 @@ def saved(tmp_path, module, name: str):
     return path
 
 
-@pytest.mark.parametrize(("name", "classes"), [("resnet18", 7), ("vgg11_bn", 10), ("mobilenet_v3_small", 3)])
+@pytest.mark.parametrize(("name", "classes"), [("resnet18", 7), ("squeezenet1_0", 10), ("mobilenet_v3_small", 3)])
 def test_a_torchvision_state_dict_is_recognised_and_computes_as_the_original(tmp_path, name, classes):
     torch.manual_seed(0)
     original = torchvision.models.get_model(name, weights=None, num_classes=classes).eval()
