@@ -17,8 +17,7 @@ from workbench.core.data.dataset import STEP_INPUTS
 from workbench.core.errors import WorkbenchError
 from workbench.core.execution.jobs import JobContext
 from workbench.core.models.hooks import hook_layer
-from workbench.core.models.layers import (exported_model_error, find_layer, is_exported, is_scripted, layer_catalogue,
-                                          scripted_model_error)
+from workbench.core.models.layers import find_layer, layer_catalogue, refuse_unreadable
 
 
 @dataclass(frozen=True)
@@ -83,10 +82,11 @@ def stream_activations(ctx: JobContext, model, split, definitions: list[NeuronDe
     """Yield (start, {definition: (B, neurons) float32}, predictions) for each batch of `split`."""
     import torch
 
-    if is_scripted(model) or is_exported(model):
-        refused = scripted_model_error() if is_scripted(model) else exported_model_error()
+    try:
+        refuse_unreadable(model)
+    except WorkbenchError as refused:
         raise WorkbenchError(f"Activations of layer {', '.join(repr(d.layer) for d in definitions)} cannot be "
-                             f"captured. {refused.message}", refused.hint)
+                             f"captured. {refused.message}", refused.hint) from None
     catalogue = layer_catalogue(model, input_shape)
     captured: dict[NeuronDefinition, torch.Tensor] = {}
     handles = []

@@ -20,7 +20,6 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.importance.lrp.propagation import AffineOp
 from workbench.core.importance.lrp.rules import LRP0, Composite, Epsilon
 from workbench.core.models.hooks import private_copy
-from workbench.core.models.layers import refuse_unreadable
 
 # --- the plan: nodes of the model's graph --------------------------------------------------------
 
@@ -298,7 +297,6 @@ _TRACING = threading.Lock()
 def fx_plan(model: nn.Module, composite: Composite) -> tuple[list[Node], int]:
     """Any other model through `torch.fx` symbolic tracing (residual networks;
     docs/methods/importance.md#layer-wise-relevance-propagation)."""
-    refuse_unreadable(model)
     try:
         with _TRACING:  # a copy without hooks: a job's hook on a block would run on the tracer's proxies
             graph = torch.fx.symbolic_trace(private_copy(model)).graph
