@@ -207,7 +207,7 @@ class LRP:
             if node.kind == "input":
                 values[i] = x
                 continue
-            if node.kind == "constant":
+            if node.kind == "constant" and node.call is None:
                 values[i] = node.value
                 continue
             needs_graph = i >= first_needed and node.kind in GRAPH_KINDS and \
@@ -287,6 +287,9 @@ class LRP:
             passed_on = self._propagate(node, i, values, leaves[i], R, kept)
             for j, R_in in passed_on:
                 relevance[j] = relevance[j] + R_in if j in relevance else R_in
+            if absorbed is not None and kept is None:  # a route into a constant: a class token, a position table
+                to_constants = [per_input_sum(R_in) for j, R_in in passed_on if self._nodes[j].kind == "constant"]
+                kept = [sum(to_constants)] if to_constants else None
             if kept is not None:
                 if node.kind == "split":  # what the proportional split does not pass on to a layer's output
                     kept.append(per_input_sum(R) - sum(per_input_sum(R_in) for j, R_in in passed_on
@@ -312,12 +315,16 @@ class LRP:
         if node.kind == "maxsplit":
             return [(inputs[0], equal_split_maxpool(node.module, values[inputs[0]], R))]
         z = values[i]
+        # a product with a constant factor splits to its signal alone; an integer index takes no relevance
+        inputs = [node.value] if node.value is not None else [j for j in inputs if j in local]
         grad_inputs = [local[j] for j in inputs]
         if node.kind == "route":
             grads = torch.autograd.grad(z, grad_inputs, R, allow_unused=True)
             return [(j, g) for j, g in zip(inputs, grads) if g is not None]
         # "split": the proportional LRP-0 rule of pooling and residual sums
         ratio = stabilised_ratio(R, z.detach(), default_stabiliser(R.dtype))
+        if node.share != 1.0:
+            ratio.mul_(node.share)
         grads = torch.autograd.grad(z, grad_inputs, ratio, allow_unused=True)
         return [(j, leaf.detach() * g) for j, leaf, g in zip(inputs, grad_inputs, grads) if g is not None]
 

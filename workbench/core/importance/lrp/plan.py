@@ -17,6 +17,7 @@ from torch import nn
 from torch.fx.node import map_aggregate
 
 from workbench.core.errors import WorkbenchError
+from workbench.core.importance.lrp import linearised
 from workbench.core.importance.lrp.propagation import AffineOp
 from workbench.core.importance.lrp.rules import LRP0, Composite, Epsilon
 from workbench.core.models.hooks import private_copy
@@ -33,15 +34,20 @@ class Ref:
 
 # How relevance crosses each kind of node (docs/methods/importance.md#propagation-through-other-layers):
 #   input     the model input
-#   constant  a tensor attribute of the model (relevance reaching it is absorbed, like a bias)
+#   constant  a tensor attribute of the model, or computed from attributes and sizes only (a relative position
+#             bias, an attention mask): relevance reaching it is absorbed, like a bias
 #   affine    Linear / Conv (BatchNorm folded in) or an unfolded BatchNorm: the composite's rule
 #   pass      element-wise activations, Dropout, Identity, folded BatchNorm: R_in = R_out
 #   reshape   Flatten, view, reshape, …: R_in = R_out reshaped to the input's shape
 #   route     permutations, concatenation, winner-take-all max-pool: R_in = ∂z/∂a applied to R_out
-#   split     residual sums, average pooling, means: the proportional LRP-0 split a ⊙ ∂z/∂a · R/s(z)
+#   split     residual sums, average pooling, means: the proportional LRP-0 split a ⊙ ∂z/∂a · R/s(z); layer
+#             normalisation and attention too, computed by `linearised` so that this split is AttnLRP's rule
 #   maxsplit  equal-split max-pool
-#   gate      a product g ⊙ x of a signal x and a gate g (a sigmoid's or hard sigmoid's output: squeeze-and-
-#             excitation), or a constant: the gate is held constant, so R_x = R_out and the gate takes none
+#   gate      a product (element-wise, matrix, einsum) g·x of a signal x and a gate g — a sigmoid's or hard sigmoid's
+#             output (squeeze-and-excitation), a softmax's inside attention under the "cp" variant, or a constant:
+#             the gate is held constant, so x takes all relevance. Under "attnlrp", a product of two signals (q·kᵀ,
+#             A·v) becomes a split with share 1/2 (the uniform rule) and a softmax inside the model a split (the
+#             softmax rule)
 #   meta      size(), shape lookups and arithmetic on them: no tensors, no relevance
 GRAPH_KINDS = ("affine", "route", "split")
 
@@ -58,6 +64,7 @@ class Node:
     module: nn.Module | None = None
     value: Any = None           # for constants; a gate's signal operand
     scope: str = ""             # the path of the module the node runs in (its own, for a module)
+    share: float = 1.0          # a split's factor: 1/2 for each operand of a product under the uniform rule
 
     def inputs(self) -> list[int]:
         found: list[int] = []
@@ -76,18 +83,20 @@ _AVGPOOL_MODULES = (nn.AvgPool1d, nn.AvgPool2d, nn.AdaptiveAvgPool1d, nn.Adaptiv
 _AFFINE_MODULES = (nn.Linear, nn.Conv1d, nn.Conv2d)
 _BATCHNORM_MODULES = (nn.BatchNorm1d, nn.BatchNorm2d)
 _SOFTMAX_MODULES = (nn.Softmax, nn.LogSoftmax)
+_ATTENTION = "MultiheadAttention"  # what an attention node is: its output is read through `[0]`
 
 _PASS_FUNCTIONS = {torch.relu, F.relu, torch.sigmoid, F.sigmoid, torch.tanh, F.tanh, F.gelu, F.silu, F.elu,
                    F.leaky_relu, F.relu6, F.hardtanh, F.softplus, F.mish, F.selu, F.celu, F.hardswish,
                    F.hardsigmoid, F.dropout, F.dropout1d, F.dropout2d, F.alpha_dropout}
 _OUT_OF_PLACE = {torch.relu_: torch.relu, F.relu_: F.relu, operator.iadd: operator.add}
 _RESHAPE_FUNCTIONS = {torch.flatten, torch.reshape, torch.squeeze, torch.unsqueeze}
-_ROUTE_FUNCTIONS = {torch.cat, torch.concat, torch.permute, torch.transpose, F.max_pool1d, F.max_pool2d,
+_ROUTE_FUNCTIONS = {torch.cat, torch.concat, torch.stack, torch.permute, torch.transpose, torch.swapaxes, torch.swapdims,
+                    torch.movedim, torch.roll, F.max_pool1d, F.max_pool2d,
                     F.adaptive_max_pool1d, F.adaptive_max_pool2d}
 _SPLIT_FUNCTIONS = {operator.add, torch.add, F.avg_pool1d, F.avg_pool2d, F.adaptive_avg_pool1d,
                     F.adaptive_avg_pool2d, torch.mean, torch.sum}
 _META_FUNCTIONS = {getattr, operator.getitem, len}
-_GATE_FUNCTIONS = {operator.mul, torch.mul}
+_GATE_FUNCTIONS = {operator.mul, torch.mul, operator.matmul, torch.matmul, torch.bmm, torch.einsum}
 #: What a gate comes out of: an operand made by one of these (through views) scales the other operand.
 _GATES = {"Sigmoid", "Hardsigmoid", "sigmoid", "hardsigmoid", "Tensor.sigmoid"}
 _PASS_MODULE_NAMES = {"StochasticDepth"}  # torchvision's: the identity in evaluation
@@ -97,7 +106,7 @@ _MAXPOOL_FUNCTIONS = {F.max_pool1d, F.max_pool2d, F.adaptive_max_pool1d, F.adapt
 _PASS_METHODS = {"relu": "relu", "relu_": "relu", "sigmoid": "sigmoid", "sigmoid_": "sigmoid", "tanh": "tanh",
                  "tanh_": "tanh", "clone": "clone"}
 _RESHAPE_METHODS = {"view", "reshape", "flatten", "squeeze", "unsqueeze", "contiguous", "view_as", "reshape_as"}
-_ROUTE_METHODS = {"permute", "transpose"}
+_ROUTE_METHODS = {"permute", "transpose", "swapaxes", "swapdims", "movedim", "expand", "expand_as", "repeat", "roll"}
 _SPLIT_METHODS = {"add": "add", "add_": "add", "mean": "mean", "sum": "sum"}
 _META_METHODS = {"size", "dim"}
 
@@ -110,9 +119,9 @@ def unsupported(name: str, what: str) -> WorkbenchError:
     return WorkbenchError(
         f"LRP cannot propagate relevance through layer {name!r} ({what}): no rule covers this layer type.",
         "Supported: Linear, Conv1d/2d, element-wise activations, Flatten/reshape, Dropout and stochastic depth, "
-        "MaxPool, AvgPool/AdaptiveAvgPool, BatchNorm, residual additions, concatenation and chunks, and gates "
-        "(a sigmoid's output times a signal, as in squeeze-and-excitation). Replace or remove the layer, or explain "
-        "a model without it.")
+        "MaxPool, AvgPool/AdaptiveAvgPool, BatchNorm, LayerNorm, MultiheadAttention, residual additions, "
+        "concatenation, indexing and chunks, and gates (a sigmoid's output times a signal, as in "
+        "squeeze-and-excitation). Replace or remove the layer, or explain a model without it.")
 
 
 def _module_node(name: str, module: nn.Module, args: tuple, kwargs: dict, composite: Composite) -> Node:
@@ -143,7 +152,24 @@ def _module_node(name: str, module: nn.Module, args: tuple, kwargs: dict, compos
         return Node(name, "split", module, args, kwargs, what, module=module)
     if kind in _SOFTMAX_MODULES:
         return Node(name, "softmax", module, args, kwargs, what, module=module)
+    if kind is nn.LayerNorm:
+        call = partial(linearised.layer_norm, normalized_shape=module.normalized_shape, eps=module.eps,
+                       weight=_snapshot(module.weight), bias=_snapshot(module.bias))
+        return Node(name, "split", call, args, kwargs, what, module=module)
+    if kind is nn.MultiheadAttention:
+        linearised.refuse_attention(name, module)
+        call = partial(_first, partial(linearised.multi_head_attention, copy.deepcopy(module), composite.attention))
+        return Node(name, "split", call, args, kwargs, _ATTENTION, module=module)
     raise unsupported(name, what)
+
+
+def _snapshot(parameter: torch.Tensor | None) -> torch.Tensor | None:
+    return parameter.detach().clone() if parameter is not None else None
+
+
+def _first(call, *args, **kwargs):
+    """The first of what `call` returns: an attention layer's output without its (unasked) weights."""
+    return call(*args, **kwargs)[0]
 
 
 def _affine_node(name: str, module: nn.Module, args: tuple, composite: Composite) -> Node:
@@ -227,9 +253,16 @@ def _function_node(name: str, fn, args: tuple, kwargs: dict, composite: Composit
     if fn in _MAXPOOL_FUNCTIONS and composite.maxpool == "equal-split":
         raise WorkbenchError(f"The equal-split max-pool variant does not cover the functional max-pool {name!r}.",
                              "Use an nn.MaxPool module in the model, or the winner-take-all variant.")
-    stochastic_depth = what == "stochastic_depth" and getattr(fn, "__module__", "").startswith("torchvision")
-    if fn in _PASS_FUNCTIONS or stochastic_depth:  # stochastic depth, as dropout: the identity in evaluation
+    torchvision_op = what if getattr(fn, "__module__", "").startswith("torchvision") else None
+    if fn in _PASS_FUNCTIONS or torchvision_op == "stochastic_depth":  # as dropout: the identity in evaluation
         return Node(name, "pass", fn, args, kwargs, what)
+    if torchvision_op == "shifted_window_attention":  # Swin's
+        return Node(name, "split", partial(linearised.shifted_window_attention, composite.attention), args, kwargs,
+                    what)
+    if torchvision_op in ("_patch_merging_pad", "_patch_merging_pad_v2"):  # Swin's: padding and strided slices
+        return Node(name, "route", fn, args, kwargs, what)
+    if fn is F.pad and kwargs.get("mode", args[2] if len(args) > 2 else "constant") == "constant":
+        return Node(name, "route", fn, args, kwargs, what)
     if fn in _RESHAPE_FUNCTIONS:
         return Node(name, "reshape", fn, args, kwargs, what)
     if fn in _ROUTE_FUNCTIONS:
@@ -244,6 +277,11 @@ def _function_node(name: str, fn, args: tuple, kwargs: dict, composite: Composit
         return Node(name, "gate", fn, args, kwargs, what)
     if fn in _SOFTMAX_FUNCTIONS:
         return Node(name, "softmax", fn, args, kwargs, what)
+    if fn is F.layer_norm:
+        return Node(name, "split", linearised.layer_norm, args, kwargs, what)
+    if fn is F.scaled_dot_product_attention:
+        return Node(name, "split", partial(linearised.scaled_dot_product_attention, composite.attention), args, kwargs,
+                    what)
     raise unsupported(name, f"function {what}")
 
 
@@ -261,8 +299,8 @@ def _method_node(name: str, method: str, args: tuple, kwargs: dict) -> Node:
         return Node(name, "meta", partial(_call_method, method), args, kwargs, what)
     if method in ("softmax", "log_softmax"):
         return Node(name, "softmax", partial(_call_method, method), args, kwargs, what)
-    if method in ("mul", "mul_"):
-        return Node(name, "gate", partial(_call_method, "mul"), args, kwargs, what)
+    if method in ("mul", "mul_", "matmul", "bmm"):
+        return Node(name, "gate", partial(_call_method, method.rstrip("_")), args, kwargs, what)
     raise unsupported(name, what)
 
 
@@ -299,7 +337,8 @@ def fx_plan(model: nn.Module, composite: Composite) -> tuple[list[Node], int]:
     docs/methods/importance.md#layer-wise-relevance-propagation)."""
     try:
         with _TRACING:  # a copy without hooks: a job's hook on a block would run on the tracer's proxies
-            graph = torch.fx.symbolic_trace(private_copy(model)).graph
+            traced = torch.fx.symbolic_trace(private_copy(model))
+            graph = traced.graph
     except Exception as exc:
         raise WorkbenchError(
             f"LRP cannot follow this model: it is not an nn.Sequential and torch.fx cannot trace it "
@@ -321,9 +360,12 @@ def fx_plan(model: nn.Module, composite: Composite) -> tuple[list[Node], int]:
                                      "Wrap the model so that it takes a single image tensor.")
             node = Node("input", "input", None, (), {}, "input")
         elif fx_node.op == "get_attr":
-            value = _attribute(model, fx_node.target)
+            value = _attribute(traced, fx_node.target)  # the copy's: tracing adds tensors it met (_tensor_constant0)
             node = Node(fx_node.name, "constant", None, (), {}, "attribute",
                          value=value.detach() if isinstance(value, torch.Tensor) else value)
+        elif fx_node.op == "call_module" and _on_constants_only(nodes, fx_node, args, kwargs):
+            node = Node(fx_node.target, "constant", private_copy(model.get_submodule(fx_node.target)), args, kwargs,
+                        "computed from constants")  # Swin v2's continuous position bias
         elif fx_node.op == "call_module":
             node = _module_node(fx_node.target, model.get_submodule(fx_node.target), args, kwargs, composite)
         elif _is_pieces(fx_node):  # chunk/split/unbind: each piece taken from it becomes a route of its own
@@ -333,6 +375,15 @@ def fx_plan(model: nn.Module, composite: Composite) -> tuple[list[Node], int]:
             pieces = nodes[args[0].index]
             node = Node(fx_node.name, "route", partial(_piece, pieces.call, args[1]), pieces.args, pieces.kwargs,
                         f"piece {args[1]} of {pieces.name}")
+        elif fx_node.op == "call_function" and fx_node.target is operator.getitem and isinstance(args[0], Ref) \
+                and nodes[args[0].index].what == _ATTENTION:
+            node = _attention_output(_operation_name(fx_node), nodes[args[0].index], args)
+        elif fx_node.op in ("call_function", "call_method") and _on_constants_only(nodes, fx_node, args, kwargs):
+            call = fx_node.target if fx_node.op == "call_function" else partial(_call_method, fx_node.target)
+            node = Node(_operation_name(fx_node), "constant", call, args, kwargs, "computed from constants")
+        elif fx_node.op == "call_function" and fx_node.target is operator.getitem and isinstance(args[0], Ref) \
+                and nodes[args[0].index].kind != "meta":  # x[:, 0], a class token: relevance goes where it was read
+            node = Node(_operation_name(fx_node), "route", operator.getitem, args, kwargs, "indexing")
         elif fx_node.op in ("call_function", "call_method") and _on_sizes_only(nodes, args, kwargs):
             call = fx_node.target if fx_node.op == "call_function" else partial(_call_method, fx_node.target)
             node = Node(fx_node.name, "meta", call, args, kwargs, "arithmetic on sizes")  # a channel shuffle's //
@@ -374,6 +425,25 @@ def _piece(call, k, *args, **kwargs):
     return call(*args, **kwargs)[k]
 
 
+def _attention_output(name: str, attention: Node, args: tuple) -> Node:
+    """`attention(…)[0]`: the output the attention node already gives; `[1]`, its weights, which the node does
+    not compute (`x, _ = attention(…)`; a model that uses them is refused by `finish_plan`)."""
+    if args[1] == 0:
+        return Node(name, "pass", _identity, args[:1], {}, "attention output")
+    return Node(name, "meta", _nothing, args[:1], {}, _ATTENTION_WEIGHTS, value=attention.name)
+
+
+_ATTENTION_WEIGHTS = "attention weights"
+
+
+def _nothing(*args):
+    return None
+
+
+def _identity(x):
+    return x
+
+
 def _scope(fx_node) -> str:
     """The path of the innermost module whose forward() ran the operation ('' for the model's own)."""
     stack = fx_node.meta.get("nn_module_stack") or {}
@@ -402,26 +472,65 @@ def _on_sizes_only(nodes: list[Node], args, kwargs) -> bool:
     return bool(refs) and all(nodes[r.index].kind == "meta" for r in refs)
 
 
-def _is_gate(nodes: list[Node], index: int) -> bool:
-    """Whether node `index` is a gate or a constant, looking through views of one input."""
+#: Operations that read only the size, dtype and device of their tensor operand.
+_SHAPE_ONLY = {torch.zeros_like, torch.ones_like, torch.full_like, torch.empty_like, "new_zeros", "new_ones",
+               "new_full", "new_empty"}
+
+
+def _on_constants_only(nodes: list[Node], fx_node, args, kwargs) -> bool:
+    """Whether an operation's value depends on no input value: it reads the model's tensors and sizes only
+    (Swin's relative position bias), or only its operand's size (`x.new_zeros(…)`)."""
+    if fx_node.target in _SHAPE_ONLY:
+        return True
+    kinds = {nodes[r.index].kind for r in _refs(args, kwargs)}
+    return "constant" in kinds and kinds <= {"constant", "meta"}
+
+
+_SOFTMAXES = {"Softmax", "softmax", "Tensor.softmax"}
+_ELEMENTWISE_PRODUCTS = {"mul", "Tensor.mul"}
+
+
+def _is_gate(nodes: list[Node], index: int, composite: Composite) -> bool:
+    """Whether node `index` is a gate or a constant, looking through views, dropout and scalings of one input."""
+    gates = _GATES | (_SOFTMAXES if composite.attention == "cp" else set())
     node = nodes[index]
-    while node.kind in ("reshape", "route") and len(node.inputs()) == 1 and node.what not in _GATES:
-        node = nodes[node.inputs()[0]]
-    return node.kind == "constant" or node.what in _GATES
+    while node.kind in ("reshape", "route", "pass", "gate") and node.what not in gates:
+        inputs = [j for j in node.inputs() if nodes[j].kind != "meta"]
+        if len(inputs) != 1:
+            break
+        node = nodes[inputs[0]]
+    return node.kind == "constant" or node.what in gates
 
 
-def _resolve_gate(nodes: list[Node], i: int) -> None:
-    """Which operand of product node `i` is the signal (`node.value`): the one that is not a gate."""
+def _resolve_gate(nodes: list[Node], i: int, composite: Composite) -> None:
+    """Which operand of product node `i` is the signal (`node.value`): the one that is not a gate; None for a
+    product of two signals."""
     node = nodes[i]
     operands = [r.index for r in _refs(node.args, node.kwargs) if nodes[r.index].kind != "meta"]
-    signals = [j for j in operands if not _is_gate(nodes, j)]
+    signals = [j for j in operands if not _is_gate(nodes, j, composite)]
     if len(operands) == 1:
         signals = operands  # a tensor times a number: a fixed scaling
-    if len(signals) != 1:
-        what = node.what if node.what.startswith("Tensor.") else f"function {node.what}"
-        raise unsupported(node.name, f"{what} of two signals: a product x·y has no LRP rule here; a gate — a "
-                                     f"sigmoid's or hard sigmoid's output — times a signal has")
-    node.value = signals[0]
+    node.value = signals[0] if len(signals) == 1 else None
+
+
+def _reached(nodes: list[Node], output: int) -> set[int]:
+    """The nodes relevance reaches from the output: a gate passes it to its signal only."""
+    reached, todo = set(), [output]
+    while todo:
+        i = todo.pop()
+        if i in reached:
+            continue
+        reached.add(i)
+        node = nodes[i]
+        todo += [node.value] if node.kind == "gate" and node.value is not None else node.inputs()
+    return reached
+
+
+def _refuse_product(node: Node) -> WorkbenchError:
+    what = node.what if node.what.startswith("Tensor.") else f"function {node.what}"
+    return unsupported(node.name, f"{what} of two signals: under the 'cp' attention variant a product x·y has a "
+                                  "rule only when one factor is a gate — a sigmoid's, hard sigmoid's or softmax's "
+                                  "output; the 'attnlrp' variant splits it evenly")
 
 
 def _attribute(model: nn.Module, target: str):
@@ -440,17 +549,16 @@ def node_users(nodes: list[Node]) -> list[list[int]]:
 
 
 def finish_plan(nodes: list[Node], output: int, composite: Composite) -> tuple[list[Node], int]:
-    """Strip a trailing softmax, fold BatchNorm into the layer before, refuse softmax elsewhere."""
+    """Strip a trailing softmax, fold BatchNorm into the layer before, settle which operand of each product is the
+    signal, and give softmax and products of two signals that relevance reaches their rule — or refuse them."""
     users = [[u for u in us if nodes[u].kind != "meta"] for us in node_users(nodes)]  # size() calls do not count
     while nodes[output].kind == "softmax" and len(nodes[output].inputs()) == 1:
         # relevance starts from the logits, not probabilities (docs/methods/importance.md#starting-relevance)
         output = nodes[output].inputs()[0]
     for i, node in enumerate(nodes[:output + 1]):
-        if node.kind == "gate":
-            _resolve_gate(nodes, i)
-        if node.kind == "softmax":
-            raise WorkbenchError(f"LRP cannot propagate through softmax layer {node.name!r} inside the model.",
-                                 "Only a softmax at the very end is allowed (it is skipped: LRP starts from logits).")
+        if node.what == _ATTENTION_WEIGHTS and any(nodes[u].kind != "meta" for u in users[i]):
+            raise WorkbenchError(f"LRP cannot follow {nodes[users[i][0]].name!r}: it uses the attention weights of "
+                                 f"{node.value!r} as a value.", "Explain a model that uses only the attention output.")
         if node.kind == "batchnorm":
             inputs = node.inputs()
             before = nodes[inputs[0]] if len(inputs) == 1 else None
@@ -460,4 +568,22 @@ def finish_plan(nodes: list[Node], output: int, composite: Composite) -> tuple[l
                 node.kind = "pass"  # with no call: the folded layer before already applied it
             else:
                 node.kind, node.op = "affine", _batchnorm_op(node.name, node.module, composite)
+        if node.kind == "gate":
+            _resolve_gate(nodes, i, composite)
+    for i in sorted(_reached(nodes, output)):  # only where relevance goes does a node need a rule
+        node = nodes[i]
+        if node.kind == "gate" and node.value is not None and node.what not in _ELEMENTWISE_PRODUCTS:
+            node.kind = "split"  # A·v with A held constant: linear in v, the LRP-0 split to v alone
+        if node.kind == "gate" and node.value is None:
+            if composite.attention != "attnlrp":
+                raise _refuse_product(node)
+            node.kind, node.share = "split", 0.5  # the uniform rule: each factor takes half
+        if node.kind == "softmax":
+            if composite.attention != "attnlrp" or node.what not in _SOFTMAXES:
+                raise WorkbenchError(
+                    f"LRP cannot propagate through softmax layer {node.name!r} inside the model: its output is not "
+                    "only the weights of a product (attention).", "A softmax at the very end is skipped (LRP starts "
+                    "from logits); inside, one that weights a product is held constant, or, under the 'attnlrp' "
+                    "attention variant, follows AttnLRP's softmax rule.")
+            node.kind = "split"  # the proportional split of a softmax is AttnLRP's softmax rule
     return nodes, output

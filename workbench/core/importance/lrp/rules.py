@@ -216,6 +216,7 @@ def make_rule(name: str, **params) -> Rule:
 
 
 MAXPOOL_VARIANTS = ("winner", "equal-split")
+ATTENTION_VARIANTS = ("cp", "attnlrp")
 
 
 class Composite:
@@ -227,16 +228,22 @@ class Composite:
     "equal-split" (split among all positions equal to the window maximum, as the LRP Toolbox used
     by the DeepImportance release). Pooling by averaging and residual sums always use the LRP-0
     proportional split; element-wise activations, Dropout and reshapes pass relevance through.
+    Layer normalisation follows AttnLRP (its standard deviation held constant). `attention` is "cp"
+    (attention weights held constant: the variant AttnLRP's authors use for vision transformers, the
+    default) or "attnlrp" (through the softmax, bilinear products split evenly); see
+    docs/methods/importance.md#layer-normalisation-and-attention.
     """
 
     def __init__(self, rule: Rule | str | None = None, *, conv: Rule | str | None = None,
-                 dense: Rule | str | None = None, maxpool: str = "winner"):
+                 dense: Rule | str | None = None, maxpool: str = "winner", attention: str = "cp"):
         default = _as_rule(rule) if rule is not None else LRP0()
         self.conv = _as_rule(conv) if conv is not None else default
         self.dense = _as_rule(dense) if dense is not None else default
         if maxpool not in MAXPOOL_VARIANTS:
             raise WorkbenchError(f"Unknown max-pool variant {maxpool!r}.", "Use 'winner' or 'equal-split'.")
-        self.maxpool = maxpool
+        if attention not in ATTENTION_VARIANTS:
+            raise WorkbenchError(f"Unknown attention variant {attention!r}.", "Use 'cp' or 'attnlrp'.")
+        self.maxpool, self.attention = maxpool, attention
 
     @property
     def label(self) -> str:
@@ -246,14 +253,17 @@ class Composite:
                 (f"{rule.alpha:g},{rule.beta:g}" if isinstance(rule, AlphaBeta) else "")
 
         text = one(self.dense) if self.conv == self.dense else f"{one(self.conv)}-conv_{one(self.dense)}-dense"
-        return text + ("_equal-split" if self.maxpool == "equal-split" else "")
+        return text + ("_equal-split" if self.maxpool == "equal-split" else "") + \
+            ("_attnlrp" if self.attention == "attnlrp" else "")
 
     def describe(self) -> dict:
         return {"conv": self.conv.describe(), "dense": self.dense.describe(), "maxpool": self.maxpool,
-                "pooling": "lrp-0 proportional", "batchnorm": "folded into the preceding Conv/Linear"}
+                "pooling": "lrp-0 proportional", "batchnorm": "folded into the preceding Conv/Linear",
+                "layernorm": "standard deviation held constant", "attention": self.attention}
 
     def __repr__(self) -> str:
-        return f"Composite(conv={self.conv!r}, dense={self.dense!r}, maxpool={self.maxpool!r})"
+        return f"Composite(conv={self.conv!r}, dense={self.dense!r}, maxpool={self.maxpool!r}, " \
+            f"attention={self.attention!r})"
 
 
 def _as_rule(rule: Rule | str) -> Rule:
