@@ -10,13 +10,14 @@ setup: $(VENV)/.installed
 
 # torch 2.14.1 / torchvision 0.29.1 are the releases this project is tested with (x86_64); elsewhere
 # pip picks the newest that installs. The data packages are read as files, so no dependencies;
-# torchattacks (a test reference) pins an old requests, so it goes in without its dependencies too.
+# torchattacks (a test reference) pins an old requests and lxt (AttnLRP's reference) a transformers release that
+# conflicts with diffusers, so they go in without their dependencies too.
 $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q torch==2.14.1 torchvision==0.29.1 || $(PIP) install -q torch torchvision
 	$(PIP) install -q -e '.[test,distributed]'
-	$(PIP) install -q --no-deps mlxtend==0.25.0 foolbox==3.3.4 advertorch==0.2.3 torchattacks==3.5.1
+	$(PIP) install -q --no-deps mlxtend==0.25.0 foolbox==3.3.4 advertorch==0.2.3 torchattacks==3.5.1 lxt==2.1
 	touch $@
 
 data:

@@ -615,7 +615,8 @@ class Multiplying(nn.Module):
 
 
 @pytest.mark.parametrize("model, message", [
-    (nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4), nn.Linear(4, 2)), r"layer '1' \(LayerNorm\)"),
+    (nn.Sequential(nn.Conv2d(1, 2, 3), nn.LocalResponseNorm(2), nn.Flatten(), nn.Linear(8, 2)),
+     r"layer '1' \(LocalResponseNorm\)"),
     (Upsampling(), r"layer 'grow' \(Upsample\)"),
     (Branching(), "cannot trace"),
     (TwoOutputs(), "returns only the logits|return one tensor"),

@@ -326,7 +326,13 @@ class LRP:
         if node.share != 1.0:
             ratio.mul_(node.share)
         grads = torch.autograd.grad(z, grad_inputs, ratio, allow_unused=True)
-        return [(j, leaf.detach() * g) for j, leaf, g in zip(inputs, grad_inputs, grads) if g is not None]
+        return [(j, _times(leaf.detach(), g)) for j, leaf, g in zip(inputs, grad_inputs, grads) if g is not None]
+
+
+def _times(a: torch.Tensor, gradient: torch.Tensor) -> torch.Tensor:
+    """`a ⊙ gradient`, 0 where the gradient is 0 even if `a` is infinite: a masked attention score (−∞) gets none."""
+    out = a * gradient
+    return out if bool(torch.isfinite(a).all()) else out.masked_fill_(gradient == 0, 0)
 
 
 def _sum_to_shape(R: torch.Tensor, shape) -> torch.Tensor:

@@ -5,7 +5,7 @@ Each function computes its layer's usual output, but builds an autograd graph in
 holds constant are constants: then "input ⊙ ∂z/∂input · R/s(z)", the proportional split every `split` node
 applies, is the rule.
 
-- **Layer normalisation** (`layer_norm`): the standard deviation is held constant (AttnLRP's identity rule
+- **Layer and group normalisation** (`layer_norm`, `group_norm`): the standard deviation is held constant (AttnLRP's identity rule
   for the normalisation), so the layer is linear in its input — the mean subtraction and the affine part
   split relevance by LRP-0 and the bias keeps its share. Weight and bias are parameters, never inputs.
 - **Attention** (`multi_head_attention`, for `nn.MultiheadAttention`), in one of two variants:
@@ -38,6 +38,22 @@ def layer_norm(x: torch.Tensor, normalized_shape, weight: torch.Tensor | None = 
         y = y * weight.detach()
     if bias is not None:
         y = y + bias.detach()
+    return y
+
+
+def group_norm(x: torch.Tensor, num_groups: int, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None,
+               eps: float = 1e-5) -> torch.Tensor:
+    """`F.group_norm` with each group's standard deviation held constant, as `layer_norm`'s."""
+    n, channels = x.shape[:2]
+    grouped = x.reshape(n, num_groups, -1)
+    centred = grouped - grouped.mean(dim=-1, keepdim=True)
+    std = (centred.detach().pow(2).mean(dim=-1, keepdim=True) + eps).sqrt()
+    y = (centred / std).reshape(x.shape)
+    shape = (1, channels) + (1,) * (x.dim() - 2)
+    if weight is not None:
+        y = y * weight.detach().reshape(shape)
+    if bias is not None:
+        y = y + bias.detach().reshape(shape)
     return y
 
 

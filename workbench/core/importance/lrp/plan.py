@@ -94,7 +94,7 @@ _ROUTE_FUNCTIONS = {torch.cat, torch.concat, torch.stack, torch.permute, torch.t
                     torch.movedim, torch.roll, F.max_pool1d, F.max_pool2d,
                     F.adaptive_max_pool1d, F.adaptive_max_pool2d}
 _SPLIT_FUNCTIONS = {operator.add, torch.add, F.avg_pool1d, F.avg_pool2d, F.adaptive_avg_pool1d,
-                    F.adaptive_avg_pool2d, torch.mean, torch.sum}
+                    F.adaptive_avg_pool2d, torch.mean, torch.sum, torch.masked_fill}  # a masked entry keeps its share
 _META_FUNCTIONS = {getattr, operator.getitem, len}
 _GATE_FUNCTIONS = {operator.mul, torch.mul, operator.matmul, torch.matmul, torch.bmm, torch.einsum}
 #: What a gate comes out of: an operand made by one of these (through views) scales the other operand.
@@ -107,7 +107,8 @@ _PASS_METHODS = {"relu": "relu", "relu_": "relu", "sigmoid": "sigmoid", "sigmoid
                  "tanh_": "tanh", "clone": "clone"}
 _RESHAPE_METHODS = {"view", "reshape", "flatten", "squeeze", "unsqueeze", "contiguous", "view_as", "reshape_as"}
 _ROUTE_METHODS = {"permute", "transpose", "swapaxes", "swapdims", "movedim", "expand", "expand_as", "repeat", "roll"}
-_SPLIT_METHODS = {"add": "add", "add_": "add", "mean": "mean", "sum": "sum"}
+_SPLIT_METHODS = {"add": "add", "add_": "add", "mean": "mean", "sum": "sum", "masked_fill": "masked_fill",
+                  "masked_fill_": "masked_fill"}
 _META_METHODS = {"size", "dim"}
 
 
@@ -119,7 +120,7 @@ def unsupported(name: str, what: str) -> WorkbenchError:
     return WorkbenchError(
         f"LRP cannot propagate relevance through layer {name!r} ({what}): no rule covers this layer type.",
         "Supported: Linear, Conv1d/2d, element-wise activations, Flatten/reshape, Dropout and stochastic depth, "
-        "MaxPool, AvgPool/AdaptiveAvgPool, BatchNorm, LayerNorm, MultiheadAttention, residual additions, "
+        "MaxPool, AvgPool/AdaptiveAvgPool, BatchNorm, LayerNorm, GroupNorm, attention, residual additions, "
         "concatenation, indexing and chunks, and gates (a sigmoid's output times a signal, as in "
         "squeeze-and-excitation). Replace or remove the layer, or explain a model without it.")
 
@@ -154,6 +155,10 @@ def _module_node(name: str, module: nn.Module, args: tuple, kwargs: dict, compos
         return Node(name, "softmax", module, args, kwargs, what, module=module)
     if kind is nn.LayerNorm:
         call = partial(linearised.layer_norm, normalized_shape=module.normalized_shape, eps=module.eps,
+                       weight=_snapshot(module.weight), bias=_snapshot(module.bias))
+        return Node(name, "split", call, args, kwargs, what, module=module)
+    if kind is nn.GroupNorm:
+        call = partial(linearised.group_norm, num_groups=module.num_groups, eps=module.eps,
                        weight=_snapshot(module.weight), bias=_snapshot(module.bias))
         return Node(name, "split", call, args, kwargs, what, module=module)
     if kind is nn.MultiheadAttention:
@@ -279,6 +284,8 @@ def _function_node(name: str, fn, args: tuple, kwargs: dict, composite: Composit
         return Node(name, "softmax", fn, args, kwargs, what)
     if fn is F.layer_norm:
         return Node(name, "split", linearised.layer_norm, args, kwargs, what)
+    if fn is F.group_norm:
+        return Node(name, "split", linearised.group_norm, args, kwargs, what)
     if fn is F.scaled_dot_product_attention:
         return Node(name, "split", partial(linearised.scaled_dot_product_attention, composite.attention), args, kwargs,
                     what)
@@ -551,13 +558,14 @@ def node_users(nodes: list[Node]) -> list[list[int]]:
 def finish_plan(nodes: list[Node], output: int, composite: Composite) -> tuple[list[Node], int]:
     """Strip a trailing softmax, fold BatchNorm into the layer before, settle which operand of each product is the
     signal, and give softmax and products of two signals that relevance reaches their rule — or refuse them."""
-    users = [[u for u in us if nodes[u].kind != "meta"] for us in node_users(nodes)]  # size() calls do not count
+    every_user = node_users(nodes)
+    users = [[u for u in us if nodes[u].kind != "meta"] for us in every_user]  # size() calls do not count
     while nodes[output].kind == "softmax" and len(nodes[output].inputs()) == 1:
         # relevance starts from the logits, not probabilities (docs/methods/importance.md#starting-relevance)
         output = nodes[output].inputs()[0]
     for i, node in enumerate(nodes[:output + 1]):
-        if node.what == _ATTENTION_WEIGHTS and any(nodes[u].kind != "meta" for u in users[i]):
-            raise WorkbenchError(f"LRP cannot follow {nodes[users[i][0]].name!r}: it uses the attention weights of "
+        if node.what == _ATTENTION_WEIGHTS and every_user[i]:
+            raise WorkbenchError(f"LRP cannot follow {nodes[every_user[i][0]].name!r}: it uses the attention weights of "
                                  f"{node.value!r} as a value.", "Explain a model that uses only the attention output.")
         if node.kind == "batchnorm":
             inputs = node.inputs()
