@@ -29,6 +29,7 @@ from typing import Any, Callable, ClassVar, Mapping
 import numpy as np
 
 from workbench.core.errors import WorkbenchError
+from workbench.core.models.layers import pooled_neurons
 
 STATE_FORMAT = "workbench-criterion-state"
 STATE_VERSION = 1
@@ -102,9 +103,7 @@ def neuron_values(raw: np.ndarray, conv_neuron: str = "channel-mean") -> np.ndar
     `conv_neuron="element"` every (c, h, w) is a neuron (dnn-tip flattens conv tensors this way).
     Dense outputs are returned as they are.
     """
-    if raw.ndim == 4 and conv_neuron == "channel-mean":
-        return raw.mean(axis=(2, 3), dtype=np.float64)
-    return raw.reshape(len(raw), -1)
+    return pooled_neurons(raw, conv_neuron)
 
 
 def batch_size_of(layers: dict[str, np.ndarray], labels=None, predictions=None) -> int:

@@ -36,6 +36,7 @@ from workbench.core.execution.jobs import JobContext
 from workbench.core.importance.neuron_importance import cache_key, dataset_identity
 from workbench.core.models.activations import NeuronDefinition, hook_point, neuron_values
 from workbench.core.models.hooks import hook_layer, private_copy
+from workbench.core.models.layers import neuron_broadcast_shape, neuron_count
 from workbench.core.project.folder import read_stored
 from workbench.core.project.store import reading
 
@@ -157,9 +158,7 @@ def layer_neuron_count(catalogue, definition: NeuronDefinition) -> int:
     from workbench.core.models.layers import find_layer
 
     shape = find_layer(catalogue, hook_point(catalogue, definition)).output_shape
-    if len(shape) == 3 and definition.conv_neuron == "channel-mean":
-        return int(shape[0])
-    return int(np.prod(shape)) if shape else 0
+    return neuron_count(shape, definition.conv_neuron) if shape else 0
 
 
 def check_neurons(neurons: Sequence[int], count: int, layer: str) -> list[int]:
@@ -206,20 +205,14 @@ def _neuron_mask(shape: tuple[int, ...], neurons: list[int], conv_neuron: str):
     """A boolean tensor broadcasting against a batch of outputs of `shape`, True at the chosen neurons."""
     import torch
 
-    if len(shape) == 3 and conv_neuron == "channel-mean":
-        mask = torch.zeros(shape[0], dtype=torch.bool)
-        mask[neurons] = True
-        return mask.view(1, shape[0], 1, 1)
-    mask = torch.zeros(int(np.prod(shape)), dtype=torch.bool)
+    mask = torch.zeros(neuron_count(shape, conv_neuron), dtype=torch.bool)
     mask[neurons] = True
-    return mask.view(1, *shape)
+    return mask.view(neuron_broadcast_shape(shape, conv_neuron))
 
 
 def _as_output_shape(values, shape: tuple[int, ...], conv_neuron: str):
     """Per-neuron values (neurons,) shaped to broadcast against a batch of outputs, like `_neuron_mask`."""
-    if len(shape) == 3 and conv_neuron == "channel-mean":
-        return values.view(1, shape[0], 1, 1)
-    return values.view(1, *shape)
+    return values.view(neuron_broadcast_shape(shape, conv_neuron))
 
 
 # --- the job ----------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from workbench.core.execution.jobs import JobContext
 from workbench.core.importance.neuron_importance import LRP_PASSES, neuron_relevance
 from workbench.core.importance.top_inputs import NeuronTop
 from workbench.core.models.activations import NeuronDefinition, forward_values, hook_point, neuron_values
+from workbench.core.models.layers import neuron_broadcast_shape, neuron_count
 from workbench.core.project.store import atomic_path, write_json
 
 
@@ -126,8 +127,7 @@ class _LayerReader:
         self.outputs = [self.hooked] if self.explainer.reads(self.hooked) else []
         shape = next(layer.output_shape for layer in catalogue if layer.name == definition.layer)
         self.shape = tuple(shape)
-        self.neurons = int(shape[0]) if len(shape) == 3 and definition.conv_neuron == "channel-mean" \
-            else int(np.prod(shape))
+        self.neurons = neuron_count(self.shape, definition.conv_neuron)
 
     def check_neuron(self, neuron) -> int:
         if isinstance(neuron, bool) or not isinstance(neuron, (int, np.integer)) or not 0 <= neuron < self.neurons:
@@ -139,13 +139,9 @@ class _LayerReader:
         """A one-hot mask over the layer output that keeps neuron `neuron` (a whole channel for a conv neuron)."""
         import torch
 
-        if len(self.shape) == 3 and self.definition.conv_neuron == "channel-mean":
-            mask = torch.zeros(self.shape[0])
-            mask[neuron] = 1
-            return mask.view(-1, 1, 1)
-        mask = torch.zeros(int(np.prod(self.shape)))
+        mask = torch.zeros(self.neurons)
         mask[neuron] = 1
-        return mask.view(self.shape)
+        return mask.view(neuron_broadcast_shape(self.shape, self.definition.conv_neuron)[1:])
 
     def neuron_relevance(self, R):
         """(B, neurons) float64: a conv channel's relevance summed over its positions, else per element."""

@@ -34,6 +34,7 @@ from workbench.core.execution.shard_plan import range_inputs, range_plan
 from workbench.core.execution.sharding import input_ranges, run_plan, sharding
 from workbench.core.importance.top_inputs import COLUMNS, RANKINGS, TopInputs, array_name
 from workbench.core.models.activations import NeuronDefinition, forward_values, hook_point, neuron_values
+from workbench.core.models.layers import pooled_neurons
 from workbench.core.project.folder import read_stored
 from workbench.core.project.store import reading
 from workbench.core.sampling import seeded_sample
@@ -142,14 +143,11 @@ def cache_key(how: dict) -> str:
 
 
 def neuron_relevance(R, conv_neuron: str):
-    """(B, neurons) float64: a conv channel's relevance is its spatial sum, else one value per element
-    (docs/methods/importance.md#neurons-and-their-values)."""
+    """(B, neurons) float64: a conv channel's relevance is its spatial sum, a token sequence's feature its sum over
+    the tokens, else one value per element (docs/methods/importance.md#neurons-and-their-values)."""
     import torch
 
-    R = R.to(torch.float64)
-    if R.dim() == 4 and conv_neuron == "channel-mean":
-        return R.sum(dim=(2, 3))
-    return R.flatten(1)
+    return pooled_neurons(R.to(torch.float64), conv_neuron, reduce="sum")
 
 
 LRP_PASSES = 3  # what one input's relevance costs, in forward passes (a forward and the backward of relevance)

@@ -17,7 +17,7 @@ from workbench.core.data.dataset import STEP_INPUTS
 from workbench.core.errors import WorkbenchError
 from workbench.core.execution.jobs import JobContext
 from workbench.core.models.hooks import hook_layer
-from workbench.core.models.layers import find_layer, layer_catalogue, refuse_unreadable
+from workbench.core.models.layers import find_layer, layer_catalogue, neuron_layout, pooled_neurons, refuse_unreadable
 
 
 @dataclass(frozen=True)
@@ -38,9 +38,10 @@ class NeuronDefinition:
 
 
 def neuron_values(out, conv_neuron: str):
-    """(B, neurons) values of a layer output: channel means of a conv output, else every element."""
-    if out.dim() == 4 and conv_neuron == "channel-mean":
-        return out.mean(dim=(2, 3))
+    """(B, neurons) values of a layer output: channel means of a conv output, feature means over a token
+    sequence, else every element."""
+    if neuron_layout(tuple(out.shape[1:]), conv_neuron) is not None:
+        return pooled_neurons(out, conv_neuron)
     return out.flatten(1).clone()  # a view would be overwritten by a following in-place activation
 
 

@@ -80,14 +80,54 @@ class LayerInfo:
         return d
 
 
-def neuron_count(shape: tuple[int, ...]) -> int:
-    """Channels for (C, H, W) outputs, features for (F,), elements otherwise."""
+def neuron_layout(shape: tuple[int, ...], conv_neuron: str = "channel-mean") -> tuple[int, tuple[int, ...]] | None:
+    """Where a layer's neurons lie in a batch of its outputs of `shape` (without the batch dimension): `(axis,
+    pooled axes)` when a neuron gathers positions — a conv output's channel (axis 1, pooled over 2 and 3), a token
+    sequence's feature (axis 2, pooled over the tokens, 1) — or None when every element is a neuron: dense
+    outputs, and `conv_neuron="element"` (docs/methods/importance.md#neurons-and-their-values)."""
+    if conv_neuron != "channel-mean":
+        return None
     if len(shape) == 3:
-        return int(shape[0])
+        return 1, (2, 3)
+    if len(shape) == 2:
+        return 2, (1,)
+    return None
+
+
+def neuron_count(shape: tuple[int, ...], conv_neuron: str = "channel-mean") -> int:
+    """Channels of (C, H, W) outputs, features of (tokens, D) and (F,) outputs; every element with "element"."""
+    layout = neuron_layout(shape, conv_neuron)
+    if layout is not None:
+        return int(shape[layout[0] - 1])
     n = 1
     for s in shape:
         n *= int(s)
     return n
+
+
+def pooled_neurons(batch, conv_neuron: str, reduce: str = "mean"):
+    """(B, neurons) from a batch of layer outputs (torch or numpy): each neuron's positions averaged (values) or
+    summed (relevance) where a neuron gathers several, else the outputs flattened."""
+    layout = neuron_layout(tuple(batch.shape[1:]), conv_neuron)
+    if layout is None:
+        return batch.reshape(len(batch), -1)
+    axes = layout[1]
+    if hasattr(batch, "dim"):  # torch
+        return batch.mean(dim=axes) if reduce == "mean" else batch.sum(dim=axes)
+    import numpy as np
+
+    return batch.mean(axis=axes, dtype=np.float64) if reduce == "mean" else batch.sum(axis=axes, dtype=np.float64)
+
+
+def neuron_broadcast_shape(shape: tuple[int, ...], conv_neuron: str) -> tuple[int, ...]:
+    """The shape that per-neuron values (neurons,) take to broadcast against a batch of outputs of `shape`:
+    (1, C, 1, 1), (1, 1, D), or (1, *shape) when every element is a neuron."""
+    layout = neuron_layout(shape, conv_neuron)
+    if layout is None:
+        return (1, *shape)
+    broadcast = [1] * (len(shape) + 1)
+    broadcast[layout[0]] = int(shape[layout[0] - 1])
+    return tuple(broadcast)
 
 
 def layer_catalogue(module, input_shape: tuple[int, int, int]) -> list[LayerInfo]:
