@@ -292,7 +292,8 @@ def test_attention_options_without_a_rule_are_refused_by_name():
     with pytest.raises(WorkbenchError, match="Unknown attention variant"):
         Composite("lrp-0", attention="rollout")
     assert Composite("lrp-0", attention="attnlrp").label == "lrp-0_attnlrp"
-    assert Composite("lrp-0").describe()["attention"] == "cp"
+    assert Composite("lrp-0", attention="attnlrp").describe()["attention"] == "attnlrp"
+    assert "attention" not in Composite("lrp-0").describe()  # the default: stored results keep their keys
 
 
 def test_group_norm_computes_as_torch_and_conserves():

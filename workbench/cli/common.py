@@ -65,10 +65,13 @@ def add_rule_options(p: argparse.ArgumentParser) -> None:
                    help="ε of the epsilon rule (default 0.01)")
     p.add_argument("--alpha", type=real(1, 100), default=2.0, help="α of the alpha-beta rule (default 2; β = α − 1)")
     p.add_argument("--maxpool", default="winner", choices=["winner", "equal-split"], help="max-pool variant")
+    p.add_argument("--attention", default="cp", choices=["cp", "attnlrp"],
+                   help="attention in transformers: cp (weights held constant, the default) or attnlrp (through "
+                        "the softmax, products split evenly)")
 
 
 def importance_rule(args):
-    """The LRP composite that --rule, --epsilon, --alpha and --maxpool describe."""
+    """The LRP composite that --rule, --epsilon, --alpha, --maxpool and --attention describe."""
     from workbench.core.errors import WorkbenchError
     from workbench.core.importance.lrp import Composite, make_rule
 
@@ -78,7 +81,7 @@ def importance_rule(args):
               "alphabeta": {"alpha": args.alpha, "beta": args.alpha - 1.0}}.get(name, {})
     if name not in ("epsilon", "lrp-epsilon") and args.epsilon != 0.01:
         raise WorkbenchError(f"--epsilon applies to the epsilon rule, not to {args.rule!r}.", "Add --rule epsilon.")
-    return Composite(make_rule(name, **params), maxpool=args.maxpool)
+    return Composite(make_rule(name, **params), maxpool=args.maxpool, attention=args.attention)
 
 
 def add_model_data(p, data_default: str | None = None, model_default: str | None = None) -> None:

@@ -7,10 +7,17 @@ file's.
 
 A bare state_dict of a torchvision model is recognised from its parameter names and shapes
 (`recognise`): the class count is the length of its last layer, every other shape must be the model's.
+
+A network of a size torchvision does not build by name is written with its settings, whole numbers only:
+`torchvision:VisionTransformer(image_size=32, patch_size=4, num_layers=6, num_heads=8, hidden_dim=256,
+mlp_dim=512)`, or a builder's settings, `torchvision:resnet50(width_per_group=32)`. A vision transformer's
+state_dict of another size is recognised as far as its shapes tell (all but the number of heads), and the
+refusal spells out the architecture to name.
 """
 
 from __future__ import annotations
 
+import ast
 import threading
 from typing import Callable
 
@@ -31,13 +38,23 @@ def torchvision_names() -> list[str]:
 
 
 def library_builder(name: str) -> tuple[Callable, str]:
-    """(build(num_classes), description) of a `torchvision:NAME` or `timm:NAME` architecture."""
+    """(build(num_classes), description) of a `torchvision:NAME`, `torchvision:NAME(settings)` or `timm:NAME`
+    architecture."""
     if name.startswith(TORCHVISION):
-        model = name[len(TORCHVISION):]
-        if model not in torchvision_names():
-            raise WorkbenchError(f"torchvision has no classification model {model!r}.",
-                                 f"Known: {', '.join(torchvision_names())}.")
-        return (lambda num_classes: _torchvision_model(model, num_classes)), f"torchvision {model} (random init)"
+        model, settings = _settings(name)
+        import torchvision
+
+        if model in torchvision_names():
+            return (lambda num_classes: _torchvision_model(model, num_classes, **settings)), \
+                f"torchvision {name[len(TORCHVISION):]} (random init)"
+        if settings and isinstance(getattr(torchvision.models, model, None), type):  # VisionTransformer(…)
+            cls = getattr(torchvision.models, model)
+            return (lambda num_classes: _built(name, cls, num_classes=num_classes, **settings)), \
+                f"torchvision {name[len(TORCHVISION):]} (random init)"
+        raise WorkbenchError(f"torchvision has no classification model {model!r}.",
+                             f"Known: {', '.join(torchvision_names())}; or a model class with its settings, e.g. "
+                             f"{TORCHVISION}VisionTransformer(image_size=32, patch_size=4, num_layers=6, "
+                             "num_heads=8, hidden_dim=256, mlp_dim=512).")
     if name.startswith(TIMM):
         model = name[len(TIMM):]
         try:
@@ -53,7 +70,37 @@ def library_builder(name: str) -> tuple[Callable, str]:
     raise WorkbenchError(f"{name!r} names no model library.", f"Write {TORCHVISION}NAME or {TIMM}NAME.")
 
 
-def _torchvision_model(name: str, num_classes: int):
+def _settings(name: str) -> tuple[str, dict]:
+    """`torchvision:NAME(key=value, …)` → (NAME, {key: value}); the values are literal numbers, never code."""
+    text = name[len(TORCHVISION):].strip()
+    if "(" not in text:
+        return text, {}
+    model, _, rest = text.partition("(")
+    hint = f"Write the settings as {TORCHVISION}NAME(key=number, …), e.g. {TORCHVISION}VisionTransformer(" \
+           "image_size=32, patch_size=4, num_layers=6, num_heads=8, hidden_dim=256, mlp_dim=512)."
+    try:
+        call = ast.parse(f"f({rest}", mode="eval").body  # `rest` ends with the closing parenthesis
+        if not isinstance(call, ast.Call) or call.args:
+            raise ValueError
+        settings = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
+    except (SyntaxError, ValueError, TypeError):
+        raise WorkbenchError(f"The architecture {name!r} has settings that are not key=number pairs.", hint) from None
+    bad = [k for k, v in settings.items() if k is None or isinstance(v, bool) or not isinstance(v, (int, float))]
+    if bad:
+        raise WorkbenchError(f"The architecture {name!r} has settings that are not numbers: {', '.join(map(str, bad))}.",
+                             hint)
+    return model.strip(), settings
+
+
+def _built(label: str, build: Callable, /, **settings):
+    try:
+        return build(**settings)
+    except (TypeError, ValueError, AssertionError) as exc:
+        raise WorkbenchError(f"torchvision cannot build {label}: {exc}.",
+                             "Check the names and values of its settings against torchvision's documentation.") from exc
+
+
+def _torchvision_model(name: str, num_classes: int, **settings):
     import warnings
 
     import torchvision
@@ -61,7 +108,7 @@ def _torchvision_model(name: str, num_classes: int):
     with warnings.catch_warnings():  # GoogLeNet and Inception warn that their random init will change
         warnings.simplefilter("ignore", FutureWarning)
         warnings.simplefilter("ignore", UserWarning)
-        return torchvision.models.get_model(name, weights=None, num_classes=num_classes)
+        return _built(name, torchvision.models.get_model, name=name, weights=None, num_classes=num_classes, **settings)
 
 
 def _signature(name: str) -> dict[str, tuple] | None:
@@ -111,3 +158,18 @@ def recognise(state: dict) -> list[tuple[str, int]]:
         elif not differing:
             found.append((TORCHVISION + name, 1000))
     return found
+
+
+def vision_transformer_settings(state: dict) -> str | None:
+    """For a state_dict of torchvision's VisionTransformer: its architecture as far as the shapes tell, written as
+    `torchvision:VisionTransformer(…)` with `num_heads=?` — the one setting no shape holds; None otherwise."""
+    needed = ("conv_proj.weight", "encoder.pos_embedding", "class_token", "heads.head.weight")
+    if not all(hasattr(state.get(k), "shape") for k in needed):
+        return None
+    hidden, _, patch, _ = state["conv_proj.weight"].shape
+    grid = round((state["encoder.pos_embedding"].shape[1] - 1) ** 0.5)
+    layers = len({k.split(".")[2] for k in state if k.startswith("encoder.layers.")})
+    mlp = state.get("encoder.layers.encoder_layer_0.mlp.0.weight")
+    mlp_dim = int(mlp.shape[0]) if hasattr(mlp, "shape") else "?"
+    return (f"{TORCHVISION}VisionTransformer(image_size={grid * patch}, patch_size={patch}, num_layers={layers}, "
+            f"num_heads=?, hidden_dim={hidden}, mlp_dim={mlp_dim})")

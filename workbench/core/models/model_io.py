@@ -253,6 +253,14 @@ def infer_architecture(path: Path, state: dict) -> str:
         raise WorkbenchError(f"{path.name} holds only weights, and they fit {len(fitting)} architectures: "
                              f"{', '.join(fitting)}.", "Choose the one it was trained with (GUI: the architecture "
                              "list; CLI: --arch), or put a descriptor JSON with \"arch\" beside the file.")
+    from workbench.core.models.library_models import vision_transformer_settings
+
+    transformer = vision_transformer_settings(state)
+    if transformer:
+        raise WorkbenchError(f"{path.name} holds the weights of a vision transformer of a size torchvision does not "
+                             f"build by name: {transformer}.", "Name it with --arch (GUI: type it in the "
+                             "architecture box), putting in the number of attention heads it was trained with, which "
+                             "no weight's shape tells.")
     raise WorkbenchError(f"{path.name} holds only weights, and they fit none of the known architectures, nor a "
                          f"classification model of torchvision.",
                          f"Name its architecture (--arch torchvision:NAME or timm:NAME for a library's network whose "

@@ -257,9 +257,11 @@ class Composite:
             ("_attnlrp" if self.attention == "attnlrp" else "")
 
     def describe(self) -> dict:
-        return {"conv": self.conv.describe(), "dense": self.dense.describe(), "maxpool": self.maxpool,
-                "pooling": "lrp-0 proportional", "batchnorm": "folded into the preceding Conv/Linear",
-                "layernorm": "standard deviation held constant", "attention": self.attention}
+        """What is recorded with every result. The attention variant appears when it is not the default "cp", so
+        that results stored before attention had variants keep their keys (docs/methods/importance.md)."""
+        described = {"conv": self.conv.describe(), "dense": self.dense.describe(), "maxpool": self.maxpool,
+                     "pooling": "lrp-0 proportional", "batchnorm": "folded into the preceding Conv/Linear"}
+        return described if self.attention == "cp" else {**described, "attention": self.attention}
 
     def __repr__(self) -> str:
         return f"Composite(conv={self.conv!r}, dense={self.dense!r}, maxpool={self.maxpool!r}, " \
