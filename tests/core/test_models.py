@@ -85,7 +85,8 @@ def test_lenet5_catalogue_shapes_neurons_and_activations():
 def test_neuron_count_conv_channel_is_a_neuron():
     assert neuron_count((16, 8, 8)) == 16
     assert neuron_count((120,)) == 120
-    assert neuron_count((4, 5)) == 20
+    assert neuron_count((4, 5)) == 5  # a sequence of 4 tokens: a neuron is one of the 5 features
+    assert neuron_count((4, 5), "element") == 20 and neuron_count((16, 8, 8), "element") == 1024
 
 
 def test_catalogue_refuses_a_wrong_input_shape():

@@ -278,10 +278,10 @@ def test_a_layer_lrp_cannot_handle_is_a_message_and_the_app_keeps_running(qtbot,
     from torch import nn
 
     window = settled_window
-    path = tmp_path / "layernorm.pt"
+    path = tmp_path / "lrn.pt"
     torch.manual_seed(0)
-    torch.save(nn.Sequential(nn.Flatten(), nn.Linear(784, 32), nn.LayerNorm(32), nn.ReLU(), nn.Linear(32, 10)),
-               path)
+    torch.save(nn.Sequential(nn.Flatten(), nn.Linear(784, 32), nn.Unflatten(1, (2, 4, 4)), nn.LocalResponseNorm(2),
+                             nn.Flatten(), nn.ReLU(), nn.Linear(32, 10)), path)
     with qtbot.waitSignal(window.session.model_added, timeout=30000):
         window.session.add_model_file(str(path), trust=True)
     window.show_view("importance")
@@ -289,12 +289,12 @@ def test_a_layer_lrp_cannot_handle_is_a_message_and_the_app_keeps_running(qtbot,
     qtbot.waitUntil(lambda: idle(window) and view.heatmap_stack.currentWidget() is view.heatmap_stack.empty
                     and "No relevance" in view.heatmap_stack.empty.title.text(), timeout=30000)
     assert window.selection.layer == "1"  # the last Linear before the output
-    assert "LayerNorm" in view.heatmap_stack.empty.text.text()
+    assert "LocalResponseNorm" in view.heatmap_stack.empty.text.text()
     assert view.heatmap_stack.empty.button_texts() == ["Compute again", "Details…"]
-    assert window.session.project.find_artifact("importance", model="layernorm") is None
+    assert window.session.project.find_artifact("importance", model="lrn") is None
     assert error_dialogs == []  # said in the view; Details… opens the dialog
     view.heatmap_stack.empty.click("Details…")
-    assert len(error_dialogs) == 1 and "LayerNorm" in error_dialogs[0].message
+    assert len(error_dialogs) == 1 and "LocalResponseNorm" in error_dialogs[0].message
     # An unknown layer name falls back to the default instead of failing.
     window.selection.set_layer("no-such-layer")
     assert window.selection.layer == "1"
