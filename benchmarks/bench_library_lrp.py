@@ -7,11 +7,17 @@ For each:
 
   traced    the explainer's plan is built, or the refusal with the layer it names
   cons.in   conservation by construction: every bias and BatchNorm shift set to zero, LRP-0's relevance at
-            the input against the predicted logit, |ΣR − logit| / |logit| averaged over 8 images, in float64
+            the input, plus what the model's constant tensors absorb (a ViT's class token and position
+            embedding), against the predicted logit, |ΣR − logit| / |logit| averaged over 8 images, in float64
   cons.mid  the same at the block in the middle of the layer list
   ratio     a relevance pass to the input (LRP-ε, batches of 64, 256 images) over the floor: a plain
             forward + backward pass (the predicted logit's gradient with respect to the input), best of
             --rounds, in the same process
+  reference for the ResNet and VGG families, Zennit (LRP-0 with its torchvision canonizers); for the ViT, lxt
+            (AttnLRP's reference code, with its map for torchvision's ViT: CP-LRP in the attention): the relative
+            L∞ difference of the input relevance of 4 images in float64, and the Spearman correlation of
+            the per-channel relevance of the middle block (the agreement of the neuron ranking importance
+            reads)
 
     .venv/bin/python benchmarks/bench_library_lrp.py [--models resnet18,vgg11_bn] [--all] [--rounds 3]
 """
@@ -72,11 +78,102 @@ def conservation(model, x) -> tuple[float, float, str]:
     modules = dict(model.named_modules())
     blocks = [n for n in lrp.layer_names if n in modules and "." not in n]
     middle = blocks[len(blocks) // 2] if blocks else lrp.layer_names[len(lrp.layer_names) // 2]
-    result = lrp.explain(x, layers=[middle])
+    result = lrp.explain(x, layers=[middle], track_absorbed=True)
     start = result.start.double()
-    input_error = ((result.input.flatten(1).sum(1).double() - start).abs() / start.abs()).mean()
+    absorbed = sum(result.absorbed.values())  # with biases at zero: a class token's and position embedding's share
+    input_error = ((result.input.flatten(1).sum(1).double() + absorbed - start).abs() / start.abs()).mean()
     middle_error = ((result.layers[middle].flatten(1).sum(1).double() - start).abs() / start.abs()).mean()
     return float(input_error), float(middle_error), middle
+
+
+def _spearman(a: torch.Tensor, b: torch.Tensor) -> float:
+    ranks = [t.argsort().argsort().double() for t in (a, b)]
+    ranks = [r - r.mean() for r in ranks]
+    return float((ranks[0] * ranks[1]).sum() / (ranks[0].norm() * ranks[1].norm()))
+
+
+def _reference_relevance(name: str, model, x: torch.Tensor, middle: str):
+    """(input relevance, relevance at `middle`) by the peer library for this family, or None."""
+    target = model(x).argmax(1)
+    grabbed = {}
+    module = dict(model.named_modules())[middle]
+    if name.startswith(("resnet", "resnext", "wide_resnet", "vgg")):
+        from zennit.attribution import Gradient
+        from zennit.composites import LayerMapComposite
+        from zennit.layer import Sum
+        from zennit.rules import Epsilon, Norm, Pass
+        from zennit.torchvision import ResNetCanonizer, VGGCanonizer
+        from zennit.types import Activation, AvgPool, Convolution
+
+        canonizer = VGGCanonizer() if name.startswith("vgg") else ResNetCanonizer()
+        composite = LayerMapComposite([(Activation, Pass()), (AvgPool, Norm(1e-12)), (Sum, Norm(1e-12)),
+                                       (Convolution, Epsilon(1e-12)), (torch.nn.Linear, Epsilon(1e-12))],
+                                      canonizers=[canonizer])
+        for m in model.modules():
+            if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+                m.eps = 0.0  # Zennit 0.5 leaves 1/√(1 + eps) in each merged BatchNorm: both sides without it
+        handle = module.register_full_backward_hook(lambda m, gin, gout: grabbed.__setitem__("g", gout[0]))
+        output = {}
+        forward = module.register_forward_hook(lambda m, i, o: output.__setitem__("o", o))
+        with Gradient(model, composite) as attributor:
+            _, relevance = attributor(x.clone(), torch.eye(10, dtype=x.dtype)[target] * model(x))
+        handle.remove()
+        forward.remove()
+        return relevance.detach(), (output["o"] * grabbed["g"]).detach()
+    if name.startswith("vit"):
+        return _lxt_relevance(model, x, module)
+    return None
+
+
+def _lxt_relevance(model, x: torch.Tensor, module):
+    """lxt's CP-LRP map for torchvision's ViT as gradient × input; its package `__init__` imports language-model
+    integrations (transformers 4), so the two modules needed are loaded alone."""
+    import importlib.metadata
+    import types
+
+    root = Path(importlib.metadata.distribution("lxt").locate_file("lxt"))
+    for package, folder in (("lxt", root), ("lxt.efficient", root / "efficient")):
+        sys.modules.setdefault(package, types.ModuleType(package)).__path__ = [str(folder)]
+    import lxt.efficient.patches as patches
+
+    nn = torch.nn
+    saved = {cls: dict(vars(cls)) for cls in (nn.GELU, nn.LayerNorm, nn.MultiheadAttention)}
+    grabbed = {}
+    try:
+        patches.patch_method(patches.non_linear_forward, nn.GELU, keep_original=True)
+        patches.patch_method(patches.layer_norm_forward, nn.LayerNorm)
+        patches.patch_method(patches.cp_multi_head_attention_forward, nn.MultiheadAttention, keep_original=True)
+        hook = module.register_forward_hook(lambda m, i, o: (o.retain_grad(), grabbed.__setitem__("o", o)))
+        x = x.clone().requires_grad_(True)
+        logits = model(x)
+        logits.gather(1, logits.argmax(1, keepdim=True)).sum().backward()
+        hook.remove()
+        return (x * x.grad).detach(), (grabbed["o"] * grabbed["o"].grad).detach()
+    finally:
+        for cls, attrs in saved.items():
+            for attr in ("forward", "original_forward"):
+                if attr in attrs:
+                    setattr(cls, attr, attrs[attr])
+                elif attr in vars(cls):
+                    delattr(cls, attr)
+
+
+def agreement(name: str, model, x: torch.Tensor, middle: str) -> tuple[float, float] | None:
+    """(relative L∞ difference of the input relevance, Spearman of the middle block's channel relevance)."""
+    import copy
+
+    model, x = copy.deepcopy(model).double(), x.double()
+    reference = _reference_relevance(name, copy.deepcopy(model), x, middle)
+    if reference is None:
+        return None
+    ours = LRP(model, "lrp-0").explain(x, layers=[middle])
+    difference = float((ours.input - reference[0]).abs().max() / reference[0].abs().max())
+    channel = 2 if ours.layers[middle].dim() == 3 else 1  # a token sequence's features, a conv output's channels
+
+    def per_channel(r):
+        return r.sum(dim=[d for d in range(r.dim()) if d != channel])
+
+    return difference, _spearman(per_channel(ours.layers[middle]), per_channel(reference[1]))
 
 
 def best(call, rounds: int) -> float:
@@ -126,6 +223,7 @@ def measure(name: str, rounds: int) -> dict:
     import copy
 
     row["cons_in"], row["cons_mid"], row["middle"] = conservation(copy.deepcopy(model), x[:8])
+    row["agreement"] = agreement(name, model, x[:4], row["middle"])
     return row
 
 
@@ -139,11 +237,13 @@ def main() -> None:
              else args.models.split(",") if args.models else FAMILIES)
     warnings.simplefilter("ignore")  # BatchNorm that cannot be folded (DenseNet) warns once per layer
     print(f"{'model':22s} {'size':>4s}  {'traced':48s} {'cons.in':>9s} {'cons.mid':>9s} {'floor s':>8s} "
-          f"{'ratio':>6s}  middle")
+          f"{'ratio':>6s}  {'ref L∞':>8s} {'ref ρ':>7s}  middle")
     for name in names:
         row = measure(name, args.rounds)
+        agreed = row.get("agreement")
+        reference = f"{agreed[0]:8.1e} {agreed[1]:7.4f}" if agreed else f"{'':8s} {'':7s}"
         cons = (f"{row['cons_in']:9.1e} {row['cons_mid']:9.1e} {row['floor']:8.2f} {row['ratio']:6.2f}  "
-                f"{row['middle']}" if "ratio" in row else "")
+                f"{reference}  {row['middle']}" if "ratio" in row else "")
         print(f"{name:22s} {row['size']:4d}  {row['traced'][:48]:48s} {cons}", flush=True)
 
 

@@ -42,3 +42,38 @@ def test_traces_on_several_threads_at_once_each_get_the_whole_plan():
         sys.setswitchinterval(interval)
     assert errors == []
     assert len(plans) == 12 and all(plan == alone for plan in plans)
+
+
+def test_another_threads_forward_passes_run_while_a_model_is_traced():
+    """torch.fx replaces `nn.Module.__call__` for the whole process while it traces; a training or evaluation job
+    on another thread keeps computing as usual."""
+    torch.manual_seed(0)
+    traced = torchvision.models.resnet18(num_classes=4)
+    other = torchvision.models.squeezenet1_0(num_classes=4).eval()
+    x = torch.rand(1, 3, 32, 32)
+    with torch.no_grad():
+        expected = other(x)
+    done, errors, passes = threading.Event(), [], []
+
+    def forward_passes() -> None:
+        while not done.is_set():
+            try:
+                with torch.no_grad():
+                    passes.append(bool(torch.equal(other(x), expected)))
+            except Exception as exc:  # collected: the assertion below names it
+                errors.append(f"{type(exc).__name__}: {exc}")
+                return
+
+    thread = threading.Thread(target=forward_passes)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    thread.start()
+    try:
+        for _ in range(5):
+            fx_plan(traced, Composite("lrp-0"))
+    finally:
+        done.set()
+        thread.join()
+        sys.setswitchinterval(interval)
+    assert errors == []
+    assert passes and all(passes)

@@ -339,12 +339,34 @@ def sequential_plan(model: nn.Module, composite: Composite) -> tuple[list[Node],
 _TRACING = threading.Lock()
 
 
+class _ThisThreadTracer(torch.fx.Tracer):
+    """A tracer that records only the calls of the thread that traces. While it traces, torch.fx has replaced
+    `nn.Module.__call__` for the whole process: another thread's forward pass (a training job beside the
+    explanation) would otherwise be sent to this tracer, which refuses a module that is not the traced
+    model's. Such a call runs as usual instead."""
+
+    def __init__(self):
+        super().__init__()
+        self.thread = threading.get_ident()
+
+    def call_module(self, m, forward, args, kwargs):
+        if threading.get_ident() != self.thread:
+            return forward(*args, **kwargs)
+        return super().call_module(m, forward, args, kwargs)
+
+
+def _traced(model: nn.Module) -> torch.fx.GraphModule:
+    tracer = _ThisThreadTracer()
+    graph = tracer.trace(model)
+    return torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
+
+
 def fx_plan(model: nn.Module, composite: Composite) -> tuple[list[Node], int]:
     """Any other model through `torch.fx` symbolic tracing (residual networks;
     docs/methods/importance.md#layer-wise-relevance-propagation)."""
     try:
         with _TRACING:  # a copy without hooks: a job's hook on a block would run on the tracer's proxies
-            traced = torch.fx.symbolic_trace(private_copy(model))
+            traced = _traced(private_copy(model))
             graph = traced.graph
     except Exception as exc:
         raise WorkbenchError(
