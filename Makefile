@@ -42,8 +42,9 @@ browser:
 run: setup data
 	$(VENV)/bin/workbench
 
+# Two workers, each taking whole test files (so a file's shared set-up is built once).
 test: setup data browser
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -n 2 --dist loadfile
 
 bench: setup data
 	$(PY) benchmarks/bench_foundation.py

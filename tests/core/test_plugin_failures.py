@@ -181,3 +181,25 @@ def test_a_plugin_that_misses_another_package_gets_no_api_hint(load):
     reports = load(needs='''import a_package_nobody_has\n\ndef register(registry):\n    pass\n''')
     assert "a_package_nobody_has" in reports["needs"].error and "plugins/README.md" not in reports["needs"].error
 
+
+
+def test_an_abandoned_plugin_that_finishes_later_leaves_stdout_alone(load, monkeypatch, isolated_plugins, capsys):
+    """Whatever runs when an abandoned plugin finally finishes keeps its stdout (a later command's `--json`
+    document went to the stdout of the moment the plugin began loading)."""
+    import io
+    import sys
+    import threading
+
+    monkeypatch.setattr(isolated_plugins, "PLUGIN_TIMEOUT_S", 0.3)
+    reports = load(slow='''
+        import time
+        time.sleep(1.0)
+        print("late")
+        ''')
+    assert not reports["slow"].ok
+    later = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", later)  # the next command's stdout
+    for thread in threading.enumerate():
+        if thread.name == "plugin slow":
+            thread.join(10)
+    assert sys.stdout is later

@@ -9,8 +9,8 @@ reported and skipped; it never stops start-up.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
+import io
 import os
 import sys
 import threading
@@ -211,6 +211,25 @@ def _import_file(path: Path):
     return module
 
 
+class _ThreadsPrints(io.TextIOBase):
+    """`sys.stdout` while a plugin loads: what its thread prints goes to stderr, what any other thread prints goes
+    where it went. (`contextlib.redirect_stdout` in the plugin's thread would, if the plugin were abandoned and
+    finished later, set back the stdout of that earlier moment in the middle of whatever runs then.)"""
+
+    def __init__(self, stdout, thread: threading.Thread):
+        super().__init__()
+        self.stdout, self.thread = stdout, thread
+
+    def _stream(self):
+        return sys.stderr if threading.current_thread() is self.thread else self.stdout
+
+    def write(self, text: str) -> int:
+        return self._stream().write(text)
+
+    def flush(self) -> None:
+        self._stream().flush()
+
+
 def _register(name: str, origin: str, load) -> None:
     """Import and register one plugin on a thread of its own, with its prints sent to stderr (so
     they never mix into `--json` output); one that has not finished in `PLUGIN_TIMEOUT_S` is skipped."""
@@ -218,12 +237,11 @@ def _register(name: str, origin: str, load) -> None:
 
     def run() -> None:
         try:
-            with contextlib.redirect_stdout(sys.stderr):
-                module = load()
-                register = getattr(module, "register", None)
-                if not callable(register):
-                    raise AttributeError("the plugin has no register(registry) function")
-                register(REGISTRY)
+            module = load()
+            register = getattr(module, "register", None)
+            if not callable(register):
+                raise AttributeError("the plugin has no register(registry) function")
+            register(REGISTRY)
             outcome["error"] = None
         except BaseException as exc:  # a broken plugin is reported, never fatal, whatever it raises
             outcome["error"] = exc
@@ -233,9 +251,10 @@ def _register(name: str, origin: str, load) -> None:
     worker = threading.Thread(target=run, name=f"plugin {name}", daemon=True)
     worker.plugin_load = loading  # what `PluginRegistry._stage` adds to, from this thread only
     stdout = sys.stdout
+    sys.stdout = _ThreadsPrints(stdout, worker)
     worker.start()
     worker.join(PLUGIN_TIMEOUT_S)
-    sys.stdout = stdout  # an abandoned plugin never leaves its redirection: stdout is the caller's again
+    sys.stdout = stdout  # an abandoned plugin prints wherever stdout then is, and never sets it back later
     if "error" not in outcome:  # still running: whatever it registers later is never added
         loading.abandoned = True
         _REPORTS.append(PluginReport(name, origin, False, f"it did not finish loading within {PLUGIN_TIMEOUT_S:g} s"))
