@@ -109,17 +109,14 @@ def _reference_relevance(name: str, model, x: torch.Tensor, middle: str):
         composite = LayerMapComposite([(Activation, Pass()), (AvgPool, Norm(1e-12)), (Sum, Norm(1e-12)),
                                        (Convolution, Epsilon(1e-12)), (torch.nn.Linear, Epsilon(1e-12))],
                                       canonizers=[canonizer])
-        for m in model.modules():
-            if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
-                m.eps = 0.0  # Zennit 0.5 leaves 1/√(1 + eps) in each merged BatchNorm: both sides without it
-        handle = module.register_full_backward_hook(lambda m, gin, gout: grabbed.__setitem__("g", gout[0]))
-        output = {}
-        forward = module.register_forward_hook(lambda m, i, o: output.__setitem__("o", o))
+        def grab(m, inputs, output):  # Zennit's modified gradient is the relevance itself
+            output.register_hook(lambda g: grabbed.__setitem__("g", g))
+
+        forward = module.register_forward_hook(grab)
         with Gradient(model, composite) as attributor:
             _, relevance = attributor(x.clone(), torch.eye(10, dtype=x.dtype)[target] * model(x))
-        handle.remove()
         forward.remove()
-        return relevance.detach(), (output["o"] * grabbed["g"]).detach()
+        return relevance.detach(), grabbed["g"].detach()
     if name.startswith("vit"):
         return _lxt_relevance(model, x, module)
     return None
@@ -163,6 +160,9 @@ def agreement(name: str, model, x: torch.Tensor, middle: str) -> tuple[float, fl
     import copy
 
     model, x = copy.deepcopy(model).double(), x.double()
+    for m in model.modules():
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+            m.eps = 0.0  # Zennit 0.5 leaves 1/√(1 + eps) in each merged BatchNorm: both sides without it
     reference = _reference_relevance(name, copy.deepcopy(model), x, middle)
     if reference is None:
         return None
