@@ -10,7 +10,8 @@ For each:
             the input, plus what the model's constant tensors absorb (a ViT's class token and position
             embedding), against the predicted logit, |ΣR − logit| / |logit| averaged over 8 images, in float64
   cons.mid  the same at the block in the middle of the layer list
-  ratio     a relevance pass to the input (LRP-ε, batches of 64, 256 images) over the floor: a plain
+  ratio     a relevance pass to the input (LRP-ε, batches of 64, 256 images; at 224×224 batches of 8, 32
+            images) over the floor: a plain
             forward + backward pass (the predicted logit's gradient with respect to the input), best of
             --rounds, in the same process
   reference for the ResNet and VGG families, Zennit (LRP-0 with its torchvision canonizers); for the ViT, lxt
@@ -43,6 +44,7 @@ FAMILIES = ["resnet18", "resnext50_32x4d", "wide_resnet50_2", "vgg11", "vgg11_bn
             "shufflenet_v2_x0_5", "efficientnet_b0", "efficientnet_v2_s", "regnet_x_400mf", "regnet_y_400mf",
             "convnext_tiny", "swin_t", "maxvit_t", "vit_b_16"]
 IMAGES, BATCH = 256, 64
+LARGE_IMAGES, LARGE_BATCH = 32, 8  # at 224×224 (MaxViT, ViT): what 24 GiB holds while a relevance pass runs
 
 
 def calibrated(model: torch.nn.Module, x: torch.Tensor) -> torch.nn.Module:
@@ -140,7 +142,11 @@ def _lxt_relevance(model, x: torch.Tensor, module):
         patches.patch_method(patches.non_linear_forward, nn.GELU, keep_original=True)
         patches.patch_method(patches.layer_norm_forward, nn.LayerNorm)
         patches.patch_method(patches.cp_multi_head_attention_forward, nn.MultiheadAttention, keep_original=True)
-        hook = module.register_forward_hook(lambda m, i, o: (o.retain_grad(), grabbed.__setitem__("o", o)))
+        def grab(m, inputs, output) -> None:  # a hook that returned a value would replace the output
+            output.retain_grad()
+            grabbed["o"] = output
+
+        hook = module.register_forward_hook(grab)
         x = x.clone().requires_grad_(True)
         logits = model(x)
         logits.gather(1, logits.argmax(1, keepdim=True)).sum().backward()
@@ -190,6 +196,9 @@ def measure(name: str, rounds: int) -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = torchvision.models.get_model(name, weights=None, num_classes=10).eval()
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    if linears and not linears[-1].weight.any():  # torchvision starts a ViT's classifier at zero: every logit 0
+        torch.nn.init.normal_(linears[-1].weight, std=0.02)
     row = {"model": name}
     for size in (32, 64, 224):
         x = torch.rand(IMAGES, 3, size, size)
@@ -200,6 +209,8 @@ def measure(name: str, rounds: int) -> dict:
         except Exception:  # too small for this network's pooling or patches
             continue
     row["size"] = size
+    images, batch = (LARGE_IMAGES, LARGE_BATCH) if size == 224 else (IMAGES, BATCH)
+    x = x[:images]
     calibrated(model, x[:64])
     try:
         lrp = LRP(model, "epsilon")
@@ -209,11 +220,11 @@ def measure(name: str, rounds: int) -> dict:
     row["traced"] = "traced"
 
     def relevance():
-        for piece in x.split(BATCH):
+        for piece in x.split(batch):
             lrp.explain(piece)
 
     def floor():
-        for piece in x.split(BATCH):
+        for piece in x.split(batch):
             piece = piece.clone().requires_grad_(True)
             logits = model(piece)
             logits.gather(1, logits.argmax(1, keepdim=True)).sum().backward()
