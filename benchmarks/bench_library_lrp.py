@@ -7,8 +7,8 @@ For each:
 
   traced    the explainer's plan is built, or the refusal with the layer it names
   cons.in   conservation by construction: every bias and BatchNorm shift set to zero, LRP-0's relevance at
-            the input, plus what the model's constant tensors absorb (a ViT's class token and position
-            embedding), against the predicted logit, |ΣR − logit| / |logit| averaged over 8 images, in float64
+            the input, plus what is absorbed (the stabilisers' share, a ViT's class token's and position
+            embedding's), against the predicted logit, |ΣR − logit| / |logit| averaged over 8 images, in float64
   cons.mid  the same at the block in the middle of the layer list
   ratio     a relevance pass to the input (LRP-ε, batches of 64, 256 images; at 224×224 batches of 8, 32
             images) over the floor: a plain
@@ -82,7 +82,7 @@ def conservation(model, x) -> tuple[float, float, str]:
     middle = blocks[len(blocks) // 2] if blocks else lrp.layer_names[len(lrp.layer_names) // 2]
     result = lrp.explain(x, layers=[middle], track_absorbed=True)
     start = result.start.double()
-    absorbed = sum(result.absorbed.values())  # with biases at zero: a class token's and position embedding's share
+    absorbed = sum(result.absorbed.values())  # with biases at zero: stabilisers, a class token, a position embedding
     input_error = ((result.input.flatten(1).sum(1).double() + absorbed - start).abs() / start.abs()).mean()
     middle_error = ((result.layers[middle].flatten(1).sum(1).double() - start).abs() / start.abs()).mean()
     return float(input_error), float(middle_error), middle
