@@ -20,7 +20,7 @@ For each:
             the per-channel relevance of the middle block (the agreement of the neuron ranking importance
             reads)
 
-    .venv/bin/python benchmarks/bench_library_lrp.py [--models resnet18,vgg11_bn] [--all] [--rounds 3]
+    .venv/bin/python benchmarks/bench_library_lrp.py [--models resnet18,vgg11_bn] [--all] [--small] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -191,7 +191,7 @@ def best(call, rounds: int) -> float:
     return min(times)
 
 
-def measure(name: str, rounds: int) -> dict:
+def measure(name: str, rounds: int, sizes: tuple[int, ...] = (32, 64, 224)) -> dict:
     torch.manual_seed(0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -200,7 +200,7 @@ def measure(name: str, rounds: int) -> dict:
     if linears and not linears[-1].weight.any():  # torchvision starts a ViT's classifier at zero: every logit 0
         torch.nn.init.normal_(linears[-1].weight, std=0.02)
     row = {"model": name}
-    for size in (32, 64, 224):
+    for size in sizes:
         x = torch.rand(IMAGES, 3, size, size)
         try:
             with torch.no_grad():
@@ -208,6 +208,8 @@ def measure(name: str, rounds: int) -> dict:
             break
         except Exception:  # too small for this network's pooling or patches
             continue
+    else:
+        return {**row, "size": size, "traced": f"runs at none of {', '.join(f'{s}×{s}' for s in sizes)}: skipped"}
     row["size"] = size
     images, batch = (LARGE_IMAGES, LARGE_BATCH) if size == 224 else (IMAGES, BATCH)
     x = x[:images]
@@ -243,6 +245,7 @@ def main() -> None:
     parser.add_argument("--models", help="comma-separated torchvision names (default: one or two per family)")
     parser.add_argument("--all", action="store_true", help="every classification network torchvision lists")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--small", action="store_true", help="only at 32×32 or 64×64 (skip what needs 224×224)")
     args = parser.parse_args()
     names = (torchvision.models.list_models(module=torchvision.models) if args.all
              else args.models.split(",") if args.models else FAMILIES)
@@ -250,7 +253,11 @@ def main() -> None:
     print(f"{'model':22s} {'size':>4s}  {'traced':48s} {'cons.in':>9s} {'cons.mid':>9s} {'floor s':>8s} "
           f"{'ratio':>6s}  {'ref L∞':>8s} {'ref ρ':>7s}  middle")
     for name in names:
-        row = measure(name, args.rounds)
+        try:
+            row = measure(name, args.rounds, (32, 64) if args.small else (32, 64, 224))
+        except Exception as exc:  # one network that fails to build or run does not end the table
+            print(f"{name:22s}       failed: {type(exc).__name__}: {str(exc)[:80]}", flush=True)
+            continue
         agreed = row.get("agreement")
         reference = f"{agreed[0]:8.1e} {agreed[1]:7.4f}" if agreed else f"{'':8s} {'':7s}"
         cons = (f"{row['cons_in']:9.1e} {row['cons_mid']:9.1e} {row['floor']:8.2f} {row['ratio']:6.2f}  "

@@ -310,3 +310,19 @@ def test_new_thumbnail_cells_are_drawn_a_budget_per_frame_and_at_once_outside_fr
     drawn_in.clear()
     grid.viewport().grab()
     assert len(drawn_in) == len(visible)
+
+
+def test_a_set_measured_in_one_batch_shows_its_one_point(qtbot):
+    """A growth curve of one point (a set smaller than a batch) is a dot; a curve of many points a line alone."""
+    from PySide6.QtGui import QColor
+
+    from workbench.gui.widgets.growth_plot import Curve, GrowthPlot
+
+    plot = GrowthPlot()
+    qtbot.addWidget(plot)
+    small = Curve("generated", QColor("#ff7f0e"), np.array([32.0]), np.array([3.9]))
+    large = Curve("test", QColor("#1f77b4"), np.arange(1.0, 1001.0), np.linspace(0, 50, 1000))
+    plot.set_curves("IDC", [small, large])
+    dot, line = plot.plot.listDataItems()
+    assert dot.opts["symbol"] == "o" and len(dot.getData()[0]) == 1
+    assert line.opts["symbol"] is None

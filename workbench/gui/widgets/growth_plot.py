@@ -17,6 +17,8 @@ from PySide6.QtGui import QColor
 from workbench.gui.plotting.plot_style import cache_axes, set_ticks, show_grid
 from workbench.gui.widgets.neuron_bars import ReadoutItem
 
+FEW_POINTS = 12  # a curve with this many points or fewer shows each point as a dot
+
 
 @dataclass
 class Curve:
@@ -92,9 +94,13 @@ class GrowthPlot(pg.GraphicsLayoutWidget):
             for curve in shown:
                 keep = curve.inputs > 0
                 style = Qt.PenStyle.DashLine if curve.running else Qt.PenStyle.SolidLine
+                # a set measured in one batch has one point, which a line alone does not show
+                dots = {"symbol": "o", "symbolSize": 6, "symbolBrush": curve.color, "symbolPen": None} \
+                    if int(keep.sum()) <= FEW_POINTS else {}
                 self._items.append(self.plot.plot(curve.inputs[keep].astype(float), curve.percent[keep],
                                                   pen=pg.mkPen(curve.color, width=2, style=style),
-                                                  name=curve.title + (" (measuring…)" if curve.running else "")))
+                                                  name=curve.title + (" (measuring…)" if curve.running else ""),
+                                                  **dots))
         top = max((float(np.nanmax(c.percent[c.inputs > 0])) for c in shown), default=0.0)
         end = max((max(c.total, float(c.inputs.max())) for c in shown), default=1.0)
         y_top = min(100.0, max(5.0, headroom(top))) if unit == "%" else max(1.0, headroom(top))
