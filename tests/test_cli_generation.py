@@ -103,3 +103,21 @@ def test_generate_searches_each_generator_and_prints_the_summary(capsys):
     rc, out, err = run_cli(capsys, "generate", "--generator", "no-such", "--model", "lenet5-mnist5k", "--data",
                            "mnist-5k", "--seeds", "2")
     assert rc == 2 and "No generator folder" in err and "Traceback" not in err
+
+
+def test_a_generator_kind_picks_the_datas_bundled_one(capsys, monkeypatch):
+    rc, out, err = run_cli(capsys, "generate", "--generator", "gan,vae", "--model", "lenet5-mnist5k", "--data",
+                           "mnist-5k", "--seeds", "2", "--budget", "2", "--device", "cpu", "--json")
+    assert rc == 0, err
+    assert [r["generator"] for r in json.loads(out)["runs"]] == ["gan-mnist-5k", "vae-mnist-5k"]
+    rc, _, err = run_cli(capsys, "generate", "--generator", "diffusion", "--model", "lenet5-mnist5k", "--data",
+                         "mnist-5k", "--seeds", "2")
+    assert_clean_failure(rc, err, "mnist-5k has no bundled diffusion generator", "gan-mnist-5k (gan)",
+                         "train-generator --generator diffusion")
+    from workbench.core.generation import storage
+
+    twice = storage.bundled_generators() + [{**e, "name": e["name"] + "-copy"} for e in storage.bundled_generators()]
+    monkeypatch.setattr(storage, "bundled_generators", lambda: twice)
+    rc, _, err = run_cli(capsys, "generate", "--generator", "vae", "--model", "lenet5-mnist5k", "--data", "mnist-5k",
+                         "--seeds", "2")
+    assert_clean_failure(rc, err, "mnist-5k has 2 bundled vae generators: vae-mnist-5k, vae-mnist-5k-copy")

@@ -43,8 +43,8 @@ def add_parsers(sub) -> None:
     gen = sub.add_parser("generate", help="search generators' latent spaces for inputs the model misclassifies "
                                           "(the latent genetic test generator), per generator a summary")
     gen.add_argument("--generator", required=True, metavar="LIST", type=text("generators"),
-                     help="comma-separated generator folders or bundled names (e.g. vae-fashion-mnist,"
-                          "gan-fashion-mnist)")
+                     help="comma-separated generator folders, bundled names (e.g. vae-fashion-mnist,"
+                          "gan-fashion-mnist) or kinds (vae, gan, diffusion: the data's bundled one of that kind)")
     add_model_data(gen)
     gen.add_argument("--seeds", type=integer(1, 100_000), default=100, help="seeds per generator (default 100)")
     gen.add_argument("--extent", choices=("high", "low"), default="high",
@@ -158,6 +158,7 @@ def cmd_generate(args) -> int:
     from workbench.cli.common import ProjectTarget
     from workbench.core.files import check_new_folder
     from workbench.core.generation.generated import default_name, export_generated, run_generation
+    from workbench.core.generation.registry import generator_kinds
     from workbench.core.generation.storage import load_generator
     from workbench.core.generation.validators import choose_validators
     from workbench.core.project.staging import run_staged
@@ -168,7 +169,9 @@ def cmd_generate(args) -> int:
     names = [n.strip() for n in args.generator.split(",") if n.strip()]
     if not names:
         raise error("No generator was named.", "Name bundled generators or folders, separated by commas.")
-    generators = [(name, load_generator(name, num_classes=dataset.num_classes)) for name in names]
+    generators = [(name, load_generator(name, num_classes=dataset.num_classes, dataset=key)) for name in names]
+    kinds = {kind.name for kind in generator_kinds()}
+    generators = [(generator.folder.name if name in kinds else name, generator) for name, generator in generators]
     for name, generator in generators:  # e.g. a hand-written card whose weights could not be checked
         for warning in generator.load_warnings:
             print(f"warning: {name}: {warning}", file=sys.stderr)

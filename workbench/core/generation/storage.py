@@ -27,7 +27,7 @@ from workbench.core.errors import WorkbenchError
 from workbench.core.generation.descriptor import (FORMAT, MAX_CLASSES, MAX_VALUES, UNCHECKED, VERSION,
                                                   check_descriptor, check_settings, is_whole)
 from workbench.core.generation.protocol import Generator, GeneratorCard
-from workbench.core.generation.registry import create_generator, get_generator_kind
+from workbench.core.generation.registry import create_generator, generator_kinds, get_generator_kind
 from workbench.core.models.model_io import weights_digest
 from workbench.core.project.store import atomic_folder, write_json
 from workbench.core.resources import resources_dir
@@ -132,8 +132,9 @@ def load_generator_job(ctx, spec, num_classes: int | None = None) -> Generator:
     return generator
 
 
-def resolve_generator(spec) -> Path:
-    """A bundled generator's name or a folder → the folder (a `Path` is always taken as a folder)."""
+def resolve_generator(spec, dataset: str | None = None) -> Path:
+    """A bundled generator's name, a folder, or — with the `dataset` it is for — a generator kind (`vae`, `gan`,
+    `diffusion`: that dataset's one bundled generator of the kind) → the folder (a `Path` is always a folder)."""
     text = str(spec).strip()
     if not text:
         raise WorkbenchError("No generator was named.", "Give a generator folder (made by train-generator).")
@@ -143,6 +144,8 @@ def resolve_generator(spec) -> Path:
     for entry in [] if isinstance(spec, Path) else bundled_generators():
         if entry["name"] == text:
             return Path(entry["path"])
+    if dataset is not None and not isinstance(spec, Path) and text in {k.name for k in generator_kinds()}:
+        return bundled_of_kind(text, dataset)
     if not path.exists():
         names = ", ".join(e["name"] for e in bundled_generators()) or "none"
         raise WorkbenchError(f"No generator folder {text!r}.",
@@ -151,6 +154,22 @@ def resolve_generator(spec) -> Path:
         raise WorkbenchError(f"{path} is a file, not a generator folder.",
                              "Give the folder `workbench train-generator` wrote (it holds generator.json).")
     return path
+
+
+def bundled_of_kind(kind: str, dataset: str) -> Path:
+    """The folder of `dataset`'s one bundled generator of `kind`; none or several is a refusal that lists them."""
+    bundled = bundled_generators()
+    fitting = [e for e in bundled if e["kind"] == kind and e["dataset"] == dataset]
+    if len(fitting) == 1:
+        return Path(fitting[0]["path"])
+    if fitting:
+        raise WorkbenchError(f"{dataset} has {len(fitting)} bundled {kind} generators: "
+                             f"{', '.join(e['name'] for e in fitting)}.", "Name the one to use.")
+    own = [f"{e['name']} ({e['kind']})" for e in bundled if e["dataset"] == dataset]
+    raise WorkbenchError(f"{dataset} has no bundled {kind} generator.",
+                         (f"Its bundled generators: {', '.join(own)}. " if own else "It has no bundled generator. ")
+                         + f"Train one with `workbench train-generator --generator {kind} --data {dataset} --out DIR` "
+                           "and name its folder.")
 
 
 def read_descriptor(folder: Path) -> dict:
@@ -167,12 +186,13 @@ def read_descriptor(folder: Path) -> dict:
     return check_descriptor(data, path)
 
 
-def load_generator(spec, num_classes: int | None = None, device=None) -> Generator:
-    """Read a generator folder (or a bundled generator by name), checked whole: every descriptor field,
+def load_generator(spec, num_classes: int | None = None, device=None, dataset: str | None = None) -> Generator:
+    """Read a generator folder (or a bundled generator by name, or by kind for `dataset`), checked whole: every
+    descriptor field,
     its sizes against the weights' before memory is taken for them, its files present, its weights
     matching the recorded hash (or, with none recorded, their hash computed and said in
     `load_warnings`), its classes `num_classes` when given. On the CPU unless `device`."""
-    folder = resolve_generator(spec)
+    folder = resolve_generator(spec, dataset)
     data = read_descriptor(folder)
     path = folder / DESCRIPTOR
     try:
