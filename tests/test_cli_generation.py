@@ -64,7 +64,7 @@ def test_a_plugins_kind_trains_from_the_command_line(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["--generator", "flow", "--data", SLICE], ["Unknown generator kind 'flow'", "vae, gan, diffusion"]),
+    (["--generator", "flow", "--data", SLICE], ["Unknown generator kind 'flow'", "vae, conv-vae, gan, diffusion"]),
     (["--generator", "gan", "--data", "digits"], ["28×28"]),
     (["--generator", "vae", "--data", SLICE, "--preset", "huge"], ["no preset 'huge'"]),
     (["--generator", "vae", "--data", "digits", "--classifier", "lenet5-fashion"], ["lenet5-fashion", "(1, 28, 28)"]),

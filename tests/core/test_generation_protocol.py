@@ -85,8 +85,10 @@ def test_decode_refuses_what_does_not_fit(tiny_generators):
 def test_a_generator_of_another_image_shape_or_class_count_is_refused(digits, fashion_tiny, tiny_generators):
     with pytest.raises(WorkbenchError, match="28×28"):
         create_generator("gan", 10, (1, 8, 8))
-    with pytest.raises(WorkbenchError, match="1×28×28"):
-        create_generator("diffusion", 10, (3, 28, 28), **tiny_generators["diffusion"])
+    with pytest.raises(WorkbenchError, match=r"side is divisible by 4.*not 3×30×30"):
+        create_generator("diffusion", 10, (3, 30, 30), **tiny_generators["diffusion"])
+    with pytest.raises(WorkbenchError, match=r"square images.*not 3×32×64"):
+        create_generator("gan", 10, (3, 32, 64))
     vae = create_generator("vae", 10, **tiny_generators["vae"])
     with pytest.raises(WorkbenchError, match="shape 1×28×28, but digits has 1×8×8"):
         check_fits(vae, dataset=digits)

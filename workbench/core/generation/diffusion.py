@@ -1,6 +1,7 @@
-"""A small class-conditional diffusion model for 28×28 grey images, built with diffusers.
+"""A small class-conditional diffusion model for square images (28×28 grey, 32×32 or 64×64 colour, any side that
+its levels halve evenly), built with diffusers.
 
-A `UNet2DModel` (resolutions 28→14→7, block widths 16/32/64, one ResNet layer per block, no
+A `UNet2DModel` (at 28×28 resolutions 28→14→7, block widths 16/32/64, one ResNet layer per block, no
 attention: 0.62 M parameters) with a learned class embedding added to its timestep embedding,
 trained as a denoising diffusion probabilistic model (Ho, Jain and Abbeel, 2020): images scaled to
 [−1, 1], a cosine noise schedule of 1,000 steps, a uniformly drawn step per image, the network
@@ -8,7 +9,7 @@ predicting the added noise under a mean-squared error, AdamW.
 
 Sampling is deterministic DDIM (Song, Meng and Ermon, 2021) with η = 0 over `steps` steps (default
 20, recorded in the config). diffusers' pipelines take no class labels, so the loop is our own:
-the genome is the starting noise x_T (784 values) and the image is a function of (x_T, label,
+the genome is the starting noise x_T (C·H·W values: 784 at 28×28) and the image is a function of (x_T, label,
 steps) alone. See docs/methods/generation.md#the-class-conditional-diffusion-model.
 
 Nothing is fetched from a hub: the folder's files are written with `save_pretrained` and read with
@@ -79,6 +80,14 @@ class ConditionalDiffusion(Generator):
     }
     training_defaults = {"epochs": 10, "batch_size": 64, "lr": 1e-3}
     weight_files = (UNET_CONFIG, UNET_WEIGHTS, SCHEDULER_CONFIG)
+    image_shapes = None  # square, a side its levels halve evenly: `shape_problem` and `build`
+
+    @classmethod
+    def shape_problem(cls, shape: tuple[int, int, int]) -> str | None:
+        _, height, width = shape
+        if height != width or height % 4 or height < 8:
+            return "makes square images whose side is divisible by 4 (28×28, 32×32, 64×64, …)"
+        return None
 
     def __init__(self, num_classes: int = 10, image_shape=IMAGE_SHAPE, **config):
         self.scheduler = None
@@ -111,6 +120,11 @@ class ConditionalDiffusion(Generator):
         from torch import nn
 
         unet_class, ddpm_class, _ = diffusers_modules()
+        halvings = len(self.config["block_out_channels"]) - 1
+        if self.image_shape[1] % 2 ** halvings:
+            raise WorkbenchError(f"A UNet of {halvings + 1} levels halves the image {halvings} times, which a side of "
+                                 f"{self.image_shape[1]} does not allow.", "Choose fewer block widths, or another "
+                                 "image size.")
         try:
             unet = unet_class(**self.unet_config())
         except (ValueError, TypeError) as exc:  # e.g. widths that the group norm's groups do not divide

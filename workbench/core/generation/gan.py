@@ -1,10 +1,14 @@
-"""The class-conditional DCGAN of the GenAI-TIG benchmark (after Radford, Metz and Chintala, 2016).
+"""The class-conditional DCGAN of the GenAI-TIG benchmark (after Radford, Metz and Chintala, 2016), for square
+images of any side divisible by 4 and any number of channels.
 
 Generator: the latent z (100) concatenated with a learned embedding of the label (10), viewed as a
-110×1×1 map; `ConvT(k7,s1)–BN–ReLU` to 7×7, `ConvT(k4,s2,p1)–BN–ReLU` to 14×14, `ConvT(k4,s2,p1)–tanh`
-to 28×28, no convolution biases (1.91 M parameters with widths 256 and 128). Discriminator: a learned
-784-value embedding of the label as a second 28×28 plane beside the image; `Conv(k4,s2,p1)–LeakyReLU`,
-`Conv(k4,s2,p1)–BN–LeakyReLU`, `Conv(k7)` to one logit (0.15 M parameters with widths 64 and 128).
+110×1×1 map; `ConvT(k s₀)–BN–ReLU` to s₀×s₀, then `ConvT(k4,s2,p1)–BN–ReLU` doublings and a last
+`ConvT(k4,s2,p1)–tanh` to the image, no convolution biases. At 28×28 (s₀ = 7, two doublings, widths 256 and
+128: 1.91 M parameters) this is the benchmark's MNIST design exactly; at 32×32 and 64×64 (s₀ = 4, three or four
+doublings) it is its SVHN/CIFAR-10 layout, each extra stage twice as wide as the one after it.
+Discriminator: a learned H·W-value embedding of the label as one more plane beside the image;
+`Conv(k4,s2,p1)–LeakyReLU`, then `Conv(k4,s2,p1)–BN–LeakyReLU` halvings, and `Conv(k s₀)` to one logit
+(0.15 M parameters at 28×28 with widths 64 and 128).
 
 Training on images in [−1, 1] with binary cross-entropy (on the discriminator's logits, the stable
 form of its sigmoid) and Adam (lr 2e-4, betas 0.5/0.999), DCGAN initialisation; per batch the
@@ -27,9 +31,26 @@ class ConditionalGAN(Generator):
                "small": {"z_dim": 100, "embed_dim": 10, "g_channels": [64, 32], "d_channels": [16, 32]}}
     training_defaults = {"epochs": 15, "batch_size": 64, "lr": 2e-4}
 
+    image_shapes = None  # square, a side divisible by 4: `shape_problem`
+
+    @classmethod
+    def shape_problem(cls, shape: tuple[int, int, int]) -> str | None:
+        _, height, width = shape
+        if height != width or height % 4 or height < 16:
+            return "makes square images whose side is divisible by 4 and at least 16 (28×28, 32×32, 64×64, …)"
+        return None
+
     @property
     def latent_dim(self) -> int:
         return int(self.config["z_dim"])
+
+    def stages(self) -> tuple[int, int]:
+        """(s₀, doublings): the side the first layer makes from 1×1, and how many ×2 steps reach the image —
+        28 = 7·2², 32 = 4·2³, 64 = 4·2⁴ (as many doublings as keep s₀ at least 4)."""
+        side, doublings = self.image_shape[1], 2
+        while side % 2 ** (doublings + 1) == 0 and side // 2 ** (doublings + 1) >= 4:
+            doublings += 1
+        return side // 2 ** doublings, doublings
 
     def build(self):
         from torch import nn
@@ -38,14 +59,18 @@ class ConditionalGAN(Generator):
         g1, g2 = (int(c) for c in self.config["g_channels"])
         d1, d2 = (int(c) for c in self.config["d_channels"])
         c = self.image_shape[0]
-        generator = nn.Sequential(
-            nn.ConvTranspose2d(z + e, g1, 7, 1, 0, bias=False), nn.BatchNorm2d(g1), nn.ReLU(True),
-            nn.ConvTranspose2d(g1, g2, 4, 2, 1, bias=False), nn.BatchNorm2d(g2), nn.ReLU(True),
-            nn.ConvTranspose2d(g2, c, 4, 2, 1, bias=False), nn.Tanh())
-        discriminator = nn.Sequential(
-            nn.Conv2d(c + 1, d1, 4, 2, 1, bias=False), nn.LeakyReLU(0.2, True),
-            nn.Conv2d(d1, d2, 4, 2, 1, bias=False), nn.BatchNorm2d(d2), nn.LeakyReLU(0.2, True),
-            nn.Conv2d(d2, 1, 7, 1, 0, bias=False))  # a logit; the loss applies the sigmoid
+        start, doublings = self.stages()
+        widths = [g1 * 2 ** k for k in range(doublings - 2, 0, -1)] + [g1, g2]  # [g1, g2] at two doublings
+        layers = [nn.ConvTranspose2d(z + e, widths[0], start, 1, 0, bias=False), nn.BatchNorm2d(widths[0]),
+                  nn.ReLU(True)]
+        for wide, narrow in zip(widths, widths[1:]):
+            layers += [nn.ConvTranspose2d(wide, narrow, 4, 2, 1, bias=False), nn.BatchNorm2d(narrow), nn.ReLU(True)]
+        generator = nn.Sequential(*layers, nn.ConvTranspose2d(widths[-1], c, 4, 2, 1, bias=False), nn.Tanh())
+        critics = [d1, d2] + [d2 * 2 ** k for k in range(1, doublings - 1)]
+        layers = [nn.Conv2d(c + 1, critics[0], 4, 2, 1, bias=False), nn.LeakyReLU(0.2, True)]
+        for narrow, wide in zip(critics, critics[1:]):
+            layers += [nn.Conv2d(narrow, wide, 4, 2, 1, bias=False), nn.BatchNorm2d(wide), nn.LeakyReLU(0.2, True)]
+        discriminator = nn.Sequential(*layers, nn.Conv2d(critics[-1], 1, start, 1, 0, bias=False))  # a logit
         net = nn.ModuleDict({"g_embed": nn.Embedding(self.num_classes, e), "generator": generator,
                              "d_embed": nn.Embedding(self.num_classes, self.image_shape[1] * self.image_shape[2]),
                              "discriminator": discriminator})

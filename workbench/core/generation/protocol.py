@@ -221,6 +221,14 @@ class Generator(ABC):
     #: files `save_weights` writes (a folder missing one of them is refused when loaded)
     weight_files: ClassVar[tuple] = (WEIGHTS_FILE,)
 
+    @classmethod
+    def shape_problem(cls, shape: tuple[int, int, int]) -> str | None:
+        """What keeps this kind from making images of `shape` (C, H, W), said after "The … generator", or None.
+        By default: a shape outside `image_shapes`."""
+        if cls.image_shapes is None or shape in {tuple(s) for s in cls.image_shapes}:
+            return None
+        return f"makes images of shape {' or '.join('×'.join(map(str, s)) for s in cls.image_shapes)} (C×H×W)"
+
     def __init__(self, num_classes: int = 10, image_shape=IMAGE_SHAPE, **config):
         import torch
 
@@ -228,12 +236,12 @@ class Generator(ABC):
             raise WorkbenchError(f"A generator needs a whole number of classes, at least 1 (got {num_classes!r}).",
                                  "Train it on a dataset with labelled classes.")
         shape = tuple(int(s) for s in image_shape)
-        if self.image_shapes is not None and shape not in {tuple(s) for s in self.image_shapes}:
-            takes = " or ".join("×".join(map(str, s)) for s in self.image_shapes)
-            raise WorkbenchError(f"The {self.title or self.kind} generator makes images of shape {takes} (C×H×W), "
-                                 f"not {'×'.join(map(str, shape))}.",
-                                 "Choose a dataset of 28×28 grey images (Fashion-MNIST, MNIST), or a generator "
-                                 "kind made for this image size.")
+        problem = self.shape_problem(shape)
+        if problem:
+            raise WorkbenchError(f"The {self.title or self.kind} generator {problem}, not "
+                                 f"{'×'.join(map(str, shape))}.",
+                                 "Choose a dataset whose images it can make, or a generator kind made for this "
+                                 "image size.")
         defaults = dict(self.presets.get("default", {}))
         unknown = sorted(set(config) - set(defaults) - set(self.options))
         if unknown:

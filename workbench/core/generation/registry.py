@@ -1,4 +1,4 @@
-"""Generator kinds by name: the built-ins (vae, gan, diffusion) and those plugins add with
+"""Generator kinds by name: the built-ins (vae, conv-vae, gan, diffusion) and those plugins add with
 `PluginRegistry.add_generator(name, cls)`.
 
 A kind's factory is usually its `Generator` subclass; it is called as
@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.core.errors import WorkbenchError
+from workbench.core.generation.conv_vae import ConvVAE
 from workbench.core.generation.diffusion import ConditionalDiffusion
 from workbench.core.generation.gan import ConditionalGAN
 from workbench.core.generation.protocol import IMAGE_SHAPE, Generator
 from workbench.core.generation.vae import VAE
 
-BUILTIN: dict[str, type] = {cls.kind: cls for cls in (VAE, ConditionalGAN, ConditionalDiffusion)}
+BUILTIN: dict[str, type] = {cls.kind: cls for cls in (VAE, ConvVAE, ConditionalGAN, ConditionalDiffusion)}
 PLUGIN_GENERATORS: dict[str, Any] = {}
 
 
