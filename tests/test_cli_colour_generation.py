@@ -60,3 +60,15 @@ def test_a_size_a_kind_cannot_make_is_refused_in_words(capsys, tmp_path):
         rc, _, err = run_cli(capsys, "train-generator", "--generator", kind, "--data", tmp_path / "odd.npz",
                              "--epochs", "1", "--out", tmp_path / kind, "--classifier", "none", "--device", "cpu")
         assert_clean_failure(rc, err, words, "3×30×30")
+
+
+def test_the_validity_proxies_train_on_colour_images(capsys, tmp_path, colour):
+    data, _ = colour
+    rng = np.random.default_rng(1)
+    noise = rng.integers(0, 256, (48, 3, 32, 32), dtype=np.uint8)
+    np.savez(tmp_path / "noise.npz", x_train=noise[:32], y_train=np.arange(32) % 4, x_test=noise[32:],
+             y_test=np.arange(16) % 4)
+    card = run_json(capsys, "train-validators", "--data", data, "--reference", tmp_path / "noise.npz", "--out",
+                    tmp_path / "validators", "--epochs", 1, "--oracle-epochs", 1, "--device", "cpu")
+    assert card["oracle"]["arch"] == "resnet20"  # the zoo's network for 3×32×32: LeNet-4 takes 28×28 grey only
+    assert (tmp_path / "validators" / "selforacle").is_dir() and (tmp_path / "validators" / "daiv").is_dir()

@@ -20,8 +20,9 @@ def add_parsers(sub) -> None:
                             "fashion-mnist for the MNIST sets)")
     train.add_argument("--out", required=True, metavar="DIR", type=text("output folder"), help="the folder to write")
     train.add_argument("--epochs", type=integer(1, 100_000), default=50, help="epochs of each VAE (default 50)")
-    train.add_argument("--oracle-arch", default="lenet4", type=text("architecture"),
-                       help="the oracle classifier's architecture (default lenet4)")
+    train.add_argument("--oracle-arch", type=text("architecture"),
+                       help="the oracle classifier's architecture (default: lenet4 for 28×28 grey images, "
+                            "resnet20 for 3×32×32, torchvision:resnet18 for other colour sizes)")
     train.add_argument("--oracle-epochs", type=integer(1, 10_000), default=8, help="the oracle's epochs (default 8)")
     train.add_argument("--full-precision", action="store_true", help="store the VAEs at float32 (default float16)")
     train.add_argument("--refit", action="store_true",

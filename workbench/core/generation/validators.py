@@ -257,12 +257,26 @@ def _check_validator_kinds(validators: Validators, folder: Path) -> None:
         raise WorkbenchError(f"{folder / 'daiv'} is not a VAE with a Gaussian decoder.", "Train the validators again.")
 
 
-def train_validators(ctx: JobContext, dataset, reference, out, *, epochs: int = EPOCHS, oracle_arch: str = ORACLE_ARCH,
+def oracle_architecture(image_shape) -> str:
+    """The oracle's architecture for images of `image_shape`: LeNet-4 for 28×28 grey images (the validity
+    proxies' own choice), otherwise the first of the zoo's architectures made for that size (ResNet-20 for
+    3×32×32), and torchvision's ResNet-18, which takes any colour size, where the zoo has none."""
+    from workbench.core.models.architectures import architectures
+
+    shape = tuple(int(s) for s in image_shape)
+    if shape == (1, 28, 28):
+        return ORACLE_ARCH
+    made_for = [a.name for a in architectures() if a.input_shape is not None and tuple(a.input_shape) == shape]
+    return made_for[0] if made_for else "torchvision:resnet18"
+
+
+def train_validators(ctx: JobContext, dataset, reference, out, *, epochs: int = EPOCHS, oracle_arch: str | None = None,
                      oracle_epochs: int = ORACLE_EPOCHS, seed: int = 0, half: bool = True, samples: int = 0,
                      use_mean: bool = False, command: str = "") -> ValidatorCard:
     """Train the validator set of `dataset` into the new folder `out` (the module docstring): both VAEs
     for `epochs`, the oracle (`oracle_arch`, seeded `seed + 1`, so it is another training run than a
-    model trained with the default seed), then the thresholds; `reference` is the other domain's
+    model trained with the default seed; by default `oracle_architecture` of the images), then the thresholds;
+    `reference` is the other domain's
     dataset. With `half` the VAEs are stored at float16, rounded before the thresholds are fitted."""
     from workbench.core.generation.storage import load_generator, save_generator
     from workbench.core.generation.training import dataset_spec, train_generator
@@ -273,6 +287,7 @@ def train_validators(ctx: JobContext, dataset, reference, out, *, epochs: int = 
 
     out = check_new_folder(out, "the validators (--out DIR)")
     _check_domains(dataset, reference)
+    oracle_arch = oracle_arch or oracle_architecture(dataset.image_shape)
     key, ref_key = dataset_spec(dataset), dataset_spec(reference)
     started = time.perf_counter()
     with atomic_folder(out) as tmp:
