@@ -20,7 +20,8 @@ For each:
             the per-channel relevance of the middle block (the agreement of the neuron ranking importance
             reads)
 
-    .venv/bin/python benchmarks/bench_library_lrp.py [--models resnet18,vgg11_bn] [--all] [--small] [--rounds 3]
+    .venv/bin/python benchmarks/bench_library_lrp.py [--models resnet18,vgg11_bn] [--all [--after NAME]] [--small]
+        [--images 256] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -191,7 +192,7 @@ def best(call, rounds: int) -> float:
     return min(times)
 
 
-def measure(name: str, rounds: int, sizes: tuple[int, ...] = (32, 64, 224)) -> dict:
+def measure(name: str, rounds: int, sizes: tuple[int, ...] = (32, 64, 224), images: int = IMAGES) -> dict:
     torch.manual_seed(0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -201,7 +202,7 @@ def measure(name: str, rounds: int, sizes: tuple[int, ...] = (32, 64, 224)) -> d
         torch.nn.init.normal_(linears[-1].weight, std=0.02)
     row = {"model": name}
     for size in sizes:
-        x = torch.rand(IMAGES, 3, size, size)
+        x = torch.rand(max(IMAGES, images), 3, size, size)
         try:
             with torch.no_grad():
                 model(x[:2])
@@ -211,7 +212,7 @@ def measure(name: str, rounds: int, sizes: tuple[int, ...] = (32, 64, 224)) -> d
     else:
         return {**row, "size": size, "traced": f"runs at none of {', '.join(f'{s}×{s}' for s in sizes)}: skipped"}
     row["size"] = size
-    images, batch = (LARGE_IMAGES, LARGE_BATCH) if size == 224 else (IMAGES, BATCH)
+    images, batch = (LARGE_IMAGES, LARGE_BATCH) if size == 224 else (images, BATCH)
     x = x[:images]
     calibrated(model, x[:64])
     try:
@@ -246,15 +247,19 @@ def main() -> None:
     parser.add_argument("--all", action="store_true", help="every classification network torchvision lists")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--small", action="store_true", help="only at 32×32 or 64×64 (skip what needs 224×224)")
+    parser.add_argument("--images", type=int, default=IMAGES, help=f"images timed at 32×32/64×64 (default {IMAGES})")
+    parser.add_argument("--after", help="with --all: start after this network (to continue a sweep)")
     args = parser.parse_args()
     names = (torchvision.models.list_models(module=torchvision.models) if args.all
              else args.models.split(",") if args.models else FAMILIES)
+    if args.after:
+        names = names[names.index(args.after) + 1:]
     warnings.simplefilter("ignore")  # BatchNorm that cannot be folded (DenseNet) warns once per layer
     print(f"{'model':22s} {'size':>4s}  {'traced':48s} {'cons.in':>9s} {'cons.mid':>9s} {'floor s':>8s} "
           f"{'ratio':>6s}  {'ref L∞':>8s} {'ref ρ':>7s}  middle")
     for name in names:
         try:
-            row = measure(name, args.rounds, (32, 64) if args.small else (32, 64, 224))
+            row = measure(name, args.rounds, (32, 64) if args.small else (32, 64, 224), args.images)
         except Exception as exc:  # one network that fails to build or run does not end the table
             print(f"{name:22s}       failed: {type(exc).__name__}: {str(exc)[:80]}", flush=True)
             continue

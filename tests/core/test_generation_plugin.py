@@ -29,7 +29,7 @@ def test_the_example_generator_trains_saves_loads_and_decodes(example_plugin, tm
     from workbench.core.generation.training import train_generator
 
     kinds = [k.name for k in generator_kinds()]
-    assert kinds[:3] == ["vae", "gan", "diffusion"] and "tiny-cvae" in kinds
+    assert kinds[:4] == ["vae", "conv-vae", "gan", "diffusion"] and "tiny-cvae" in kinds
     kind = get_generator_kind("tiny-cvae")
     assert kind.plugin and kind.conditional and kind.title == "Tiny conditional VAE" and "small" in kind.presets
     result = train_generator(JobContext("cpu"), "tiny-cvae", fashion_tiny, tmp_path / "cvae", epochs=1,

@@ -93,7 +93,7 @@ def test_training_a_generator_and_stopping_one(qtbot, window_with_generators):
     view = window.views["generators"]
     view.main_tabs.setCurrentIndex(2)
     kinds = [view.kind_box.itemData(i) for i in range(view.kind_box.count())]
-    assert kinds[:3] == ["vae", "gan", "diffusion"] and "tiny-cvae" in kinds  # a plugin's kind, loaded at start-up
+    assert kinds[:4] == ["vae", "conv-vae", "gan", "diffusion"] and "tiny-cvae" in kinds  # a plugin's kind, loaded at start-up
     view.kind_box.setCurrentIndex(view.kind_box.findData("vae"))
     view.preset_box.setCurrentIndex(view.preset_box.findData("small"))
     view.epochs_box.setValue(2)
