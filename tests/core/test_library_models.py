@@ -100,3 +100,29 @@ def test_the_cifar_resnets_have_6n_plus_2_layers(tmp_path, name, blocks):
     assert len(convs) + 1 == 6 * blocks + 2  # the dense layer is the last weighted layer
     assert module(torch.rand(2, 3, 32, 32)).shape == (2, 10)
     assert load_model(saved(tmp_path, module, name)).info.arch == name  # the zoo's, before any library's
+
+
+def test_a_vision_transformer_of_any_size_is_named_with_its_settings(tmp_path):
+    from torchvision.models import VisionTransformer
+
+    torch.manual_seed(0)
+    original = VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4, hidden_dim=32, mlp_dim=64,
+                                 num_classes=3).eval()
+    path = tmp_path / "vit.pt"
+    torch.save(original.state_dict(), path)
+    with pytest.raises(WorkbenchError) as refused:  # every setting but the heads is in the shapes
+        load_model(path)
+    spelled = ("torchvision:VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=?, hidden_dim=32, "
+               "mlp_dim=64)")
+    assert spelled in refused.value.message and "attention heads" in refused.value.hint
+    loaded = load_model(path, arch=spelled.replace("?", "4"))
+    x = torch.rand(2, 3, 32, 32)
+    assert torch.allclose(loaded.module.eval()(x), original(x))
+    for arch, words in ((spelled.replace("?", "__import__('os')"), "not key=number pairs"),
+                        (spelled.replace("?", "'4'"), "not numbers: num_heads"),
+                        (spelled.replace("?", "4").replace(")", ", num_classes=3)"), "num_classes"),
+                        (spelled.replace("?", "5"), "cannot build"),
+                        ("torchvision:resnet18(no_such=1)", "cannot build resnet18"),
+                        ("torchvision:Nothing(a=1)", "no classification model 'Nothing'")):
+        with pytest.raises(WorkbenchError, match=words):
+            load_model(path, arch=arch)

@@ -85,6 +85,10 @@ def _settings(name: str) -> tuple[str, dict]:
         settings = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
     except (SyntaxError, ValueError, TypeError):
         raise WorkbenchError(f"The architecture {name!r} has settings that are not key=number pairs.", hint) from None
+    reserved = sorted(set(settings) & {"num_classes", "weights", "progress", "name"})
+    if reserved:
+        raise WorkbenchError(f"The architecture {name!r} sets {', '.join(reserved)}, which the workbench sets itself.",
+                             "Leave them out: the class count comes from the weights, and nothing is downloaded.")
     bad = [k for k, v in settings.items() if k is None or isinstance(v, bool) or not isinstance(v, (int, float))]
     if bad:
         raise WorkbenchError(f"The architecture {name!r} has settings that are not numbers: {', '.join(map(str, bad))}.",
