@@ -213,3 +213,21 @@ def isolated_plugins(monkeypatch):
         if name.startswith("workbench_plugin_") or name.startswith("wb_test_ep_"):
             del sys.modules[name]
 
+
+
+@pytest.fixture(scope="session")
+def resnet18_on_photos(tmp_path_factory) -> tuple[Path, Path]:
+    """(a torchvision ResNet-18's bare state_dict for 4 classes, seed 0; an NPZ of 48 random 3×32×32 photos):
+    a user's own network and colour images, with no plugin."""
+    import numpy as np
+    import torch
+    import torchvision
+
+    folder = tmp_path_factory.mktemp("library")
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, (48, 3, 32, 32), dtype=np.uint8)
+    y = np.arange(48) % 4
+    np.savez(folder / "photos.npz", x_train=x[:32], y_train=y[:32], x_test=x[32:], y_test=y[32:])
+    torch.manual_seed(0)
+    torch.save(torchvision.models.resnet18(num_classes=4).state_dict(), folder / "resnet18.pt")
+    return folder / "resnet18.pt", folder / "photos.npz"

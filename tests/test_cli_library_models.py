@@ -3,7 +3,6 @@ plugin and no --arch: evaluated, its coverage measured and attacked (with the co
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 import torchvision
@@ -11,15 +10,8 @@ from cli_helpers import run_cli, run_json
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("library")
-    rng = np.random.default_rng(0)
-    x = rng.integers(0, 256, (48, 3, 32, 32), dtype=np.uint8)
-    y = np.arange(48) % 4
-    np.savez(folder / "photos.npz", x_train=x[:32], y_train=y[:32], x_test=x[32:], y_test=y[32:])
-    torch.manual_seed(0)
-    torch.save(torchvision.models.resnet18(num_classes=4).state_dict(), folder / "resnet18.pt")
-    return folder / "resnet18.pt", folder / "photos.npz"
+def files(resnet18_on_photos):
+    return resnet18_on_photos
 
 
 def test_evaluate_recognises_the_network(capsys, files):

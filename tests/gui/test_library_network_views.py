@@ -4,10 +4,7 @@ result, with no error."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-import torch
-import torchvision
 from PySide6.QtCore import Qt
 
 pytestmark = pytest.mark.gui
@@ -24,17 +21,11 @@ def coverage_measured(window) -> bool:
 
 
 def test_importance_and_coverage_views_compute_for_resnet18_at_once(qtbot, open_window, settle, tmp_path,
-                                                                    error_dialogs):
+                                                                    error_dialogs, resnet18_on_photos):
     from workbench.core.project.folder import Project
 
-    rng = np.random.default_rng(0)
-    x = rng.integers(0, 256, (48, 3, 32, 32), dtype=np.uint8)
-    y = np.arange(48) % 4
-    np.savez(tmp_path / "photos.npz", x_train=x[:32], y_train=y[:32], x_test=x[32:], y_test=y[32:])
-    torch.manual_seed(0)
-    torch.save(torchvision.models.resnet18(num_classes=4).state_dict(), tmp_path / "resnet18.pt")
-    window = open_window(Project.create(tmp_path / "project", str(tmp_path / "photos.npz"),
-                                        [str(tmp_path / "resnet18.pt")]))
+    model, photos = resnet18_on_photos
+    window = open_window(Project.create(tmp_path / "project", str(photos), [str(model)]))
     settle(window)
     importance, coverage = window.views["importance"], window.views["coverage"]
     titles_at_once: list[list[str]] = []
