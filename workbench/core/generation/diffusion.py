@@ -84,10 +84,7 @@ class ConditionalDiffusion(Generator):
 
     @classmethod
     def shape_problem(cls, shape: tuple[int, int, int]) -> str | None:
-        _, height, width = shape
-        if height != width or height % 4 or height < 8:
-            return "makes square images whose side is divisible by 4 (28×28, 32×32, 64×64, …)"
-        return None
+        return cls.square_side_problem(shape, smallest=8)  # `build` checks the halvings of deeper UNets
 
     def __init__(self, num_classes: int = 10, image_shape=IMAGE_SHAPE, **config):
         self.scheduler = None

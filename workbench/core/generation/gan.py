@@ -35,10 +35,7 @@ class ConditionalGAN(Generator):
 
     @classmethod
     def shape_problem(cls, shape: tuple[int, int, int]) -> str | None:
-        _, height, width = shape
-        if height != width or height % 4 or height < 16:
-            return "makes square images whose side is divisible by 4 and at least 16 (28×28, 32×32, 64×64, …)"
-        return None
+        return cls.square_side_problem(shape, smallest=16)  # s₀ ≥ 4 after two doublings
 
     @property
     def latent_dim(self) -> int:

@@ -229,6 +229,15 @@ class Generator(ABC):
             return None
         return f"makes images of shape {' or '.join('×'.join(map(str, s)) for s in cls.image_shapes)} (C×H×W)"
 
+    @staticmethod
+    def square_side_problem(shape: tuple[int, int, int], smallest: int) -> str | None:
+        """`shape_problem` of a kind that halves square images: a side divisible by 4, at least `smallest`."""
+        _, height, width = shape
+        if height != width or height % 4 or height < smallest:
+            return f"makes square images whose side is divisible by 4 and at least {smallest} (28×28, 32×32, " \
+                   "64×64, …)"
+        return None
+
     def __init__(self, num_classes: int = 10, image_shape=IMAGE_SHAPE, **config):
         import torch
 

@@ -76,8 +76,6 @@ def refuse_attention(name: str, module: nn.Module) -> None:
         raise WorkbenchError(f"LRP cannot follow attention layer {name!r}: it adds learnt or zero keys "
                              "(add_bias_kv / add_zero_attn).", "Explain a model whose MultiheadAttention layers "
                              "use neither option (the default).")
-    if module.dropout and module.training:
-        raise WorkbenchError(f"Attention layer {name!r} is in training mode.", "Put the model in eval mode.")
 
 
 def multi_head_attention(module: nn.MultiheadAttention, variant: str, query: torch.Tensor, key: torch.Tensor,
@@ -105,8 +103,8 @@ def multi_head_attention(module: nn.MultiheadAttention, variant: str, query: tor
         return t.reshape(n, -1, heads, head_dim).transpose(1, 2)  # (N, H, L, d)
 
     q, k, v = by_head(F.linear(query, w_q, b_q)), by_head(F.linear(key, w_k, b_k)), by_head(F.linear(value, w_v, b_v))
-    out = _attention(variant, q, k, v, _additive_mask(attn_mask, key_padding_mask, is_causal, n, heads, length,
-                                                      key.shape[1], q), 1 / math.sqrt(head_dim))
+    out = _attention(variant, q, k, v, _module_mask(attn_mask, key_padding_mask, is_causal, n, heads, length,
+                                                    key.shape[1], q), 1 / math.sqrt(head_dim))
     out = F.linear(out.transpose(1, 2).reshape(n, length, embed), module.out_proj.weight.detach(),
                    module.out_proj.bias.detach() if module.out_proj.bias is not None else None)
     return (out if module.batch_first else out.transpose(0, 1)), None
@@ -120,7 +118,7 @@ def scaled_dot_product_attention(variant: str, query: torch.Tensor, key: torch.T
         repeat = query.shape[-3] // key.shape[-3]
         key, value = key.repeat_interleave(repeat, dim=-3), value.repeat_interleave(repeat, dim=-3)
     length, source = query.shape[-2], key.shape[-2]
-    mask = _additive_mask(attn_mask, None, is_causal, None, None, length, source, query)
+    mask = _sdpa_mask(attn_mask, is_causal, length, source, query)
     return _attention(variant, query, key, value, mask, scale if scale is not None else 1 / math.sqrt(query.shape[-1]))
 
 
@@ -136,30 +134,34 @@ def _attention(variant: str, q, k, v, mask, scale: float) -> torch.Tensor:
     return torch.softmax(scores, dim=-1) @ v
 
 
-def _additive_mask(attn_mask, key_padding_mask, is_causal: bool, n, heads, length: int, source: int,
-                   like: torch.Tensor) -> torch.Tensor | None:
-    """The masks as one additive term broadcasting to (N, H, L, S): −∞ where a boolean mask is True (for
-    `nn.MultiheadAttention`) — or False, for `F.scaled_dot_product_attention`, whose boolean masks keep —
-    and a float mask as it is."""
-    total = None
-    keeps = n is None  # F.scaled_dot_product_attention: True means "take part"
+def _additive(mask: torch.Tensor, like: torch.Tensor, masked: bool) -> torch.Tensor:
+    """A mask as an additive term: a boolean one −∞ where it equals `masked`, 0 elsewhere; a float one as it is."""
+    mask = mask.to(like.device)
+    if mask.dtype != torch.bool:
+        return mask.to(like.dtype)
+    return torch.zeros_like(mask, dtype=like.dtype).masked_fill(mask == masked, -math.inf)
 
-    def additive(mask, keep=False):
-        mask = mask.to(like.device)
-        if mask.dtype != torch.bool:
-            return mask.to(like.dtype)
-        return torch.zeros_like(mask, dtype=like.dtype).masked_fill(~mask if keep else mask, -math.inf)
 
+def _module_mask(attn_mask, key_padding_mask, is_causal: bool, n: int, heads: int, length: int, source: int,
+                 like: torch.Tensor) -> torch.Tensor | None:
+    """`nn.MultiheadAttention`'s masks (a boolean True masks) as one additive (N, H, L, S) term, or None."""
     if is_causal and attn_mask is None:
-        attn_mask = torch.ones(length, source, dtype=torch.bool, device=like.device).tril() if keeps else \
-            torch.ones(length, source, dtype=torch.bool, device=like.device).triu(1)
+        attn_mask = torch.ones(length, source, dtype=torch.bool, device=like.device).triu(1)
+    total = None
     if attn_mask is not None:
-        mask = additive(attn_mask, keeps)
-        total = mask.reshape(n, heads, length, source) if mask.dim() == 3 and not keeps else mask
+        total = _additive(attn_mask, like, masked=True)
+        total = total.reshape(n, heads, length, source) if total.dim() == 3 else total
     if key_padding_mask is not None:
-        padding = additive(key_padding_mask).reshape(n, 1, 1, source)
+        padding = _additive(key_padding_mask, like, masked=True).reshape(n, 1, 1, source)
         total = padding if total is None else total + padding
     return total
+
+
+def _sdpa_mask(attn_mask, is_causal: bool, length: int, source: int, like: torch.Tensor) -> torch.Tensor | None:
+    """`F.scaled_dot_product_attention`'s mask (a boolean True takes part) as an additive term, or None."""
+    if is_causal and attn_mask is None:
+        attn_mask = torch.ones(length, source, dtype=torch.bool, device=like.device).tril()
+    return None if attn_mask is None else _additive(attn_mask, like, masked=False)
 
 
 def shifted_window_attention(variant: str, input: torch.Tensor, qkv_weight: torch.Tensor, proj_weight: torch.Tensor,
