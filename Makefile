@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q torch==2.14.1 torchvision==0.29.1 || $(PIP) install -q torch torchvision
-	$(PIP) install -q -e '.[test,distributed]'
+	$(PIP) install -q -e '.[test,distributed,stable-diffusion]'
 	$(PIP) install -q --no-deps mlxtend==0.25.0 foolbox==3.3.4 advertorch==0.2.3 torchattacks==3.5.1 lxt==2.1
 	touch $@
 

@@ -31,7 +31,7 @@ def test_the_default_model_is_the_small_unet_of_the_spec():
     dm = create_generator("diffusion", 10)
     config = dm.unet.config
     assert list(config.block_out_channels) == [16, 32, 64] and config.norm_num_groups == 8
-    assert config.num_class_embeds == 10 and not config.add_attention and config.layers_per_block == 1
+    assert config.num_class_embeds == 11 and not config.add_attention and config.layers_per_block == 1  # and "no class"
     assert 0.55e6 < dm.parameter_count() < 0.7e6 and dm.latent_dim == 784 and dm.config["steps"] == 20
     assert dm.scheduler.config.beta_schedule == "squaredcos_cap_v2"
     assert os.environ.get("HF_HUB_OFFLINE") == "1"
@@ -42,7 +42,7 @@ def test_train_save_load_decode_round_trip(trained):
     assert {"config.json", "diffusion_pytorch_model.safetensors", "scheduler_config.json",
             "generator.json", "samples.npy", "training_state.pt"} == set(files)
     loaded = load_generator(trained.folder)
-    assert isinstance(loaded, ConditionalDiffusion) and loaded.unet.config.num_class_embeds == 10
+    assert isinstance(loaded, ConditionalDiffusion) and loaded.unet.config.num_class_embeds == 11
     z = loaded.sample_latent(3, torch.Generator().manual_seed(0))
     y = torch.tensor([0, 4, 9])
     images = loaded.decode(z, y)

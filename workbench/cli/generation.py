@@ -1,6 +1,6 @@
-"""`workbench train-generator` and `workbench generators`: train a generative model as a test-input
-search space (a VAE, a class-conditional GAN, a class-conditional diffusion model or a plugin's kind)
-and read generator folders' cards.
+"""`workbench train-generator`, `add-generator` and `generators`: train a generative model as a test-input
+search space (a VAE, a class-conditional GAN, a class-conditional diffusion model or a plugin's kind), make
+one from a pretrained Stable Diffusion pipeline, and read generator folders' cards.
 """
 
 from __future__ import annotations
@@ -85,6 +85,40 @@ def add_parsers(sub) -> None:
     add_common(export)
     export.set_defaults(handler=cmd_export_generator)
 
+    add = sub.add_parser("add-generator", help="make a generator folder from a pretrained pipeline on this disk "
+                                               "(a diffusers Stable Diffusion folder, optionally with a LoRA)")
+    add.add_argument("format", choices=("diffusers",), help="the pipeline's format: diffusers")
+    add.add_argument("source", metavar="DIR", type=text("pipeline folder"),
+                     help="the pipeline folder (with model_index.json), or its Hugging Face cache entry")
+    add.add_argument("--data", required=True, metavar="NAME", type=text("dataset"),
+                     help="the dataset whose classes are searched: class names fill the prompt, images are resized "
+                          "and converted to its image shape")
+    add.add_argument("--out", metavar="DIR", type=text("output folder"),
+                     help="generator folder to write (default: stable-diffusion-<data>, inside --project/generators "
+                          "when given)")
+    add.add_argument("--lora", metavar="FILE", type=text("LoRA file"), help="LoRA weights (.safetensors) to fuse in")
+    add.add_argument("--lora-scale", type=real(0, 100), default=1.0, help="the LoRA's weight (default 1)")
+    add.add_argument("--prompt", default="a photo of {class}", type=text("prompt"),
+                     help="the prompt of each class, {class} standing for its name (default: 'a photo of {class}')")
+    add.add_argument("--negative-prompt", default="", help="the unconditional prompt of guidance (default: empty)")
+    add.add_argument("--steps", type=integer(1, 1000), default=25, help="DDIM steps (default 25)")
+    add.add_argument("--guidance", type=real(0, 100), default=3.5, help="guidance of the seeds (default 3.5)")
+    add.add_argument("--search-guidance", type=real(0, 100), default=1.4,
+                     help="guidance inside the search (default 1.4)")
+    add.add_argument("--resolution", type=integer(8, 4096),
+                     help="the side the pipeline generates at (default: its own, 512 for Stable Diffusion v1.5)")
+    add.add_argument("--classifier", metavar="MODEL", type=text("classifier"),
+                     help="reference classifier for the card's seed acceptance (default: the bundled model for "
+                          f"the dataset, if there is one; '{NO_CLASSIFIER}' to skip)")
+    add.add_argument("--acceptance-samples", type=integer(0, 100_000), default=0,
+                     help="samples the seed acceptance is measured on (default 0: not measured; on a CPU a full-size "
+                          "pipeline takes many seconds per image)")
+    add.add_argument("--samples-per-class", type=integer(0, 64), default=0,
+                     help="sample images per class stored with the card (default 0)")
+    add_loading(add)
+    add_common(add)
+    add.set_defaults(handler=cmd_add_generator)
+
     card = sub.add_parser("generators", help="generator kinds and bundled generators; or a generator folder's card")
     card.add_argument("folder", nargs="?", metavar="DIR", help="a generator folder (or a bundled generator's name)")
     card.add_argument("--json", action="store_true", help="print machine-readable results")
@@ -144,10 +178,14 @@ def cmd_train_generator(args) -> int:
 
 
 def card_text(card, folder, trained: bool = False) -> str:
-    lines = [(f"Trained {card.kind} on {card.dataset} for {card.epochs} epochs "
-              f"({card.seconds_per_epoch:.1f} s per epoch on {card.device or 'an unknown device'})." if trained else
-              f"{card.title or card.kind}: {card.epochs} of {card.epochs_planned} epochs on {card.dataset}, "
-              f"{card.parameters / 1e6:.2f} M parameters.")]
+    if not card.epochs_planned:  # a pretrained pipeline, not trained here
+        lines = [f"{card.title or card.kind}: {card.parameters / 1e6:.2f} M parameters, for {card.dataset}."]
+    elif trained:
+        lines = [f"Trained {card.kind} on {card.dataset} for {card.epochs} epochs "
+                 f"({card.seconds_per_epoch:.1f} s per epoch on {card.device or 'an unknown device'})."]
+    else:
+        lines = [f"{card.title or card.kind}: {card.epochs} of {card.epochs_planned} epochs on {card.dataset}, "
+                 f"{card.parameters / 1e6:.2f} M parameters."]
     lines += [f"{label}: {text}" for label, text in card.summary()]
     lines += [f"warning: {w}" for w in card.warnings()]
     lines.append(f"{'Saved to' if trained else 'Folder:'} {folder}")
@@ -252,6 +290,33 @@ def cmd_export_generator(args) -> int:
     return 0
 
 
+def cmd_add_generator(args) -> int:
+    from workbench.core.data.registry import load_dataset
+    from workbench.core.generation.pipeline_import import add_diffusers_generator
+    from workbench.core.models.model_io import bundled_classifier, load_model
+    from workbench.core.models.training import check_compatible
+
+    dataset = load_dataset(args.data, download=args.download)
+    key = dataset_key(dataset)
+    classifier = None
+    name = args.classifier if args.classifier is not None else bundled_classifier(key)
+    if args.acceptance_samples and name and name.lower() != NO_CLASSIFIER:
+        classifier = load_model(name, arch=args.arch, trust=args.trust_file)
+        check_compatible(classifier, dataset)
+    base = Path(args.project) / "generators" if args.project else Path.cwd()
+    out = Path(args.out).expanduser() if args.out else base / f"stable-diffusion-{dataset.name}"
+    check_creatable(out)
+    generator, _ = run_job(args, lambda ctx: add_diffusers_generator(
+        ctx, args.source, out, dataset, prompt=args.prompt, negative_prompt=args.negative_prompt, lora=args.lora,
+        lora_scale=args.lora_scale, steps=args.steps, guidance=args.guidance, search_guidance=args.search_guidance,
+        resolution=args.resolution, classifier=classifier, acceptance_samples=args.acceptance_samples,
+        grid_per_class=args.samples_per_class, seed=args.seed, command=command_line(args)))
+    card = generator.card
+    emit(args, {**card.to_dict(), "path": str(out), "latent_dim": generator.latent_dim, "warnings": card.warnings()},
+         card_text(card, out) + f"\nLatent dimension {generator.latent_dim}")
+    return 0
+
+
 def cmd_generators(args) -> int:
     from workbench.core.generation.registry import generator_kinds
     from workbench.core.generation.storage import bundled_generators, load_generator, read_descriptor, resolve_generator
@@ -268,11 +333,12 @@ def cmd_generators(args) -> int:
              + "".join(f"\nwarning: {w}" for w in generator.load_warnings))
         return 0
     kinds = [{"name": k.name, "title": k.title, "presets": list(k.presets), "conditional": k.conditional,
-              "can_encode": k.can_encode, "plugin": k.plugin, "training_defaults": k.training_defaults}
-             for k in generator_kinds()]
+              "can_encode": k.can_encode, "plugin": k.plugin, "trainable": k.trainable,
+              "training_defaults": k.training_defaults} for k in generator_kinds()]
     bundled = bundled_generators()
     lines = ["Generator kinds:"]
-    lines += [f"  {k['name']:<12} {k['title']}{' (plugin)' if k['plugin'] else ''}; presets {', '.join(k['presets'])}"
+    lines += [f"  {k['name']:<16} {k['title']}{' (plugin)' if k['plugin'] else ''}; " + (
+        f"presets {', '.join(k['presets'])}" if k["trainable"] else "made by workbench add-generator diffusers")
               for k in kinds]
     lines.append("Bundled generators:" if bundled else "Bundled generators: none")
     lines += [f"  {b['name']:<24} {b['kind']} on {b['dataset']}, {b['epochs']} epochs" for b in bundled]

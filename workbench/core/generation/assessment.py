@@ -69,15 +69,17 @@ class LatentRange:
                    str(data.get("split", "")))
 
 
-def decode_in_batches(ctx: JobContext, generator: Generator, z, y=None, what: str = "decoding"):
-    """`generator.decode(z, y)` in batches of its `decode_batch`, as one CPU tensor; cancellable between batches."""
+def decode_in_batches(ctx: JobContext, generator: Generator, z, y=None, what: str = "decoding", seeds: bool = False):
+    """`generator.decode(z, y, seeds)` in batches of its `decode_batch`, as one CPU tensor; cancellable between
+    batches."""
     import torch
 
     pieces, n = [], len(z)
     step = max(1, int(generator.decode_batch))
     for start in range(0, n, step):
         ctx.progress(start, n, what)
-        pieces.append(generator.decode(z[start:start + step], None if y is None else y[start:start + step]).cpu())
+        pieces.append(generator.decode(z[start:start + step], None if y is None else y[start:start + step],
+                                       seeds=seeds).cpu())
     ctx.progress(n, n, what)
     return torch.cat(pieces) if pieces else torch.zeros(0, *generator.image_shape)
 
@@ -225,7 +227,8 @@ def seed_acceptance(ctx: JobContext, generator: Generator, classifier, images=No
         raise WorkbenchError(f"The {generator.title or generator.kind} generator is neither class-conditional nor "
                              "has an encoder, so its samples have no intended class.",
                              "Seed acceptance applies to class-conditional generators and to the VAE.")
-    x = decode_in_batches(ctx, generator, z, y if generator.conditional else None, "seed acceptance: decoding")
+    x = decode_in_batches(ctx, generator, z, y if generator.conditional else None, "seed acceptance: decoding",
+                          seeds=True)
     predicted, outputs = classify(ctx, classifier, x)
     if outputs != k:
         raise WorkbenchError(f"The classifier {classifier.name!r} outputs {outputs} class scores, but the generator "
@@ -262,7 +265,7 @@ def sample_grid(ctx: JobContext, generator: Generator, per_class: int = 8, seed:
         return grid
     z = generator.sample_latent(k * per_class, torch.Generator().manual_seed(seed))
     y = torch.arange(k).repeat_interleave(per_class) if generator.conditional else None
-    x = decode_in_batches(ctx, generator, z, y, "sample grid")
+    x = decode_in_batches(ctx, generator, z, y, "sample grid", seeds=True)
     return np.ascontiguousarray(x.numpy().reshape(k, per_class, c, h, w), dtype=np.float32)
 
 

@@ -176,14 +176,14 @@ def check_hash(value, path: Path) -> None:
 
 
 def check_files(value, path: Path) -> None:
-    """The weight files' names: plain names inside the folder, never a path out of it."""
+    """The weight files' names: names inside the folder (a subfolder's file as `sub/name`), never a path out of it."""
     if value is None:
         return
     fix = f"List the weight files by their names in the folder, e.g. [\"weights.safetensors\"], or {RETRAIN}."
     if not isinstance(value, list) or not all(isinstance(f, str) for f in value):
         raise _refuse(path, "files", f"is {shown(value)}, not a list of file names", fix)
-    outside = next((f for f in value if not f or f in (".", "..") or "/" in f or "\\" in f or Path(f).is_absolute()),
-                   None)
+    outside = next((f for f in value if "\\" in f or Path(f).is_absolute()
+                    or any(part in ("", ".", "..") for part in f.split("/"))), None)
     if outside is not None:
         raise _refuse(path, "files", f"names {shown(outside)}, which is not a file name inside the folder", fix)
 

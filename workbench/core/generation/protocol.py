@@ -209,6 +209,7 @@ class Generator(ABC):
     kind: ClassVar[str] = ""
     title: ClassVar[str] = ""
     conditional: ClassVar[bool] = True  # decode needs a class label per latent
+    trainable: ClassVar[bool] = True  # `train-generator` trains it (a pipeline made elsewhere is not)
     can_encode: ClassVar[bool] = False
     #: image shapes (C, H, W) the kind can be built for; None: any
     image_shapes: ClassVar[tuple | None] = (IMAGE_SHAPE,)
@@ -281,6 +282,11 @@ class Generator(ABC):
     def forward_decode(self, z: "torch.Tensor", y: "torch.Tensor | None") -> "torch.Tensor":
         """Images in [0, 1], `(N, *image_shape)`, from latents `(N, D)` and labels `(N,)` on the device."""
 
+    def forward_seed_decode(self, z: "torch.Tensor", y: "torch.Tensor | None") -> "torch.Tensor":
+        """Images for a search's seeds; the same as `forward_decode` unless a kind makes its seeds with other
+        settings than it searches with (Stable Diffusion: stronger guidance)."""
+        return self.forward_decode(z, y)
+
     def forward_encode(self, x: "torch.Tensor") -> "torch.Tensor":
         """Latents `(N, D)` of images `(N, *image_shape)` in [0, 1] on the device."""
         raise WorkbenchError(f"The {self.title or self.kind} generator cannot encode images.",
@@ -288,7 +294,8 @@ class Generator(ABC):
 
     @abstractmethod
     def optimisers(self, lr: float) -> dict:
-        """The optimisers of one training run, by name (their state is kept in checkpoints)."""
+        """The optimisers of one training run, by name (their state is kept in checkpoints): anything with
+        `state_dict` and `load_state_dict`, such as a weight average."""
 
     @abstractmethod
     def train_step(self, x: "torch.Tensor", y: "torch.Tensor", optimisers: dict, rng) -> dict:
@@ -328,9 +335,9 @@ class Generator(ABC):
                                  f"not {int(y.min())}–{int(y.max())}.", "Pass labels of the generator's classes.")
         return y.to(self.device, torch.long)
 
-    def decode(self, z, y=None) -> "torch.Tensor":
+    def decode(self, z, y=None, seeds: bool = False) -> "torch.Tensor":
         """Images float32 `(N, *image_shape)` in [0, 1] on the generator's device, for latents `z`
-        `(N, latent_dim)` and (class-conditional kinds) labels `y` `(N,)`."""
+        `(N, latent_dim)` and (class-conditional kinds) labels `y` `(N,)`; with `seeds`, as a search's seeds."""
         import torch
 
         z = torch.as_tensor(z)
@@ -344,7 +351,8 @@ class Generator(ABC):
         labels = self.check_labels(y, len(z))
         self.net.eval()
         with torch.inference_mode():
-            images = self.forward_decode(z.to(self.device, torch.float32), labels)
+            images = (self.forward_seed_decode if seeds else self.forward_decode)(z.to(self.device, torch.float32),
+                                                                                 labels)
         expected = (len(z), *self.image_shape)
         if tuple(images.shape) != expected:
             raise WorkbenchError(f"The {self.title or self.kind} generator made images of shape "
@@ -376,6 +384,12 @@ class Generator(ABC):
 
     def state_dict(self) -> dict:
         return self.net.state_dict()
+
+    def weights_sha256(self) -> str:
+        """The SHA-256 recorded in, and checked against, the folder's generator.json."""
+        from workbench.core.models.model_io import weights_digest
+
+        return weights_digest(self.state_dict())
 
     def parameter_count(self) -> int:
         return sum(p.numel() for p in self.net.parameters())

@@ -1,4 +1,4 @@
-"""Generator kinds by name: the built-ins (vae, conv-vae, gan, diffusion) and those plugins add with
+"""Generator kinds by name: the built-ins (vae, conv-vae, gan, diffusion, stable-diffusion) and those plugins add with
 `PluginRegistry.add_generator(name, cls)`.
 
 A kind's factory is usually its `Generator` subclass; it is called as
@@ -16,9 +16,11 @@ from workbench.core.generation.conv_vae import ConvVAE
 from workbench.core.generation.diffusion import ConditionalDiffusion
 from workbench.core.generation.gan import ConditionalGAN
 from workbench.core.generation.protocol import IMAGE_SHAPE, Generator
+from workbench.core.generation.stable_diffusion import StableDiffusion
 from workbench.core.generation.vae import VAE
 
-BUILTIN: dict[str, type] = {cls.kind: cls for cls in (VAE, ConvVAE, ConditionalGAN, ConditionalDiffusion)}
+BUILTIN: dict[str, type] = {cls.kind: cls for cls in (VAE, ConvVAE, ConditionalGAN, ConditionalDiffusion,
+                                                      StableDiffusion)}
 PLUGIN_GENERATORS: dict[str, Any] = {}
 
 
@@ -33,6 +35,7 @@ class GeneratorKind:
     training_defaults: dict = field(default_factory=dict)
     conditional: bool = True
     can_encode: bool = False
+    trainable: bool = True
     plugin: bool = False
     help: str = ""
 
@@ -52,7 +55,8 @@ def _kind(name: str, factory, plugin: bool) -> GeneratorKind:
         name, str(getattr(factory, "title", "") or name), factory,
         dict(presets) if isinstance(presets, dict) and presets else {"default": {}},
         dict(defaults) if isinstance(defaults, dict) else dict(Generator.training_defaults),
-        bool(getattr(factory, "conditional", True)), bool(getattr(factory, "can_encode", False)), plugin,
+        bool(getattr(factory, "conditional", True)), bool(getattr(factory, "can_encode", False)),
+        bool(getattr(factory, "trainable", True)), plugin,
         _first_line(getattr(factory, "__doc__", "")) if plugin else "")
 
 

@@ -28,7 +28,6 @@ from workbench.core.generation.descriptor import (FORMAT, MAX_CLASSES, MAX_VALUE
                                                   check_descriptor, check_settings, is_whole)
 from workbench.core.generation.protocol import Generator, GeneratorCard
 from workbench.core.generation.registry import create_generator, generator_kinds, get_generator_kind
-from workbench.core.models.model_io import weights_digest
 from workbench.core.project.store import atomic_folder, write_json
 from workbench.core.resources import resources_dir
 
@@ -71,7 +70,7 @@ def save_generator(generator: Generator, folder, card: GeneratorCard, grid: np.n
         write_json(tmp / DESCRIPTOR, {
             "format": FORMAT, "version": VERSION, "kind": generator.kind, "num_classes": generator.num_classes,
             "image_shape": list(generator.image_shape), "config": generator.config,
-            "weights_sha256": weights_digest(generator.state_dict()), "files": files, "card": card.to_dict()},
+            "weights_sha256": generator.weights_sha256(), "files": files, "card": card.to_dict()},
             backup=False)
     generator.card, generator.folder = card, folder
     return folder
@@ -216,7 +215,7 @@ def load_generator(spec, num_classes: int | None = None, device=None, dataset: s
     generator = create_generator(data["kind"], data["num_classes"], tuple(data["image_shape"]), seed=None,
                                  **data["config"])
     generator.load_weights(folder)
-    digest = weights_digest(generator.state_dict())
+    digest = generator.weights_sha256()
     recorded = data.get("weights_sha256")
     if recorded is None:  # a hand-written card: loaded, and the user told what was not checked
         generator.load_warnings.append(
@@ -287,14 +286,14 @@ def check_sizes(folder: Path, data: dict) -> None:
 
 def _classes_of_weights(data: dict, own: dict, stored: dict, differ: list) -> int | None:
     """The class count the stored weights were trained for, when num_classes is all that differs: a
-    count the differing shapes suggest, under which the whole network fits."""
-    guesses = {b for k in differ if k in own and k in stored and len(own[k]) == len(stored[k])
-               for a, b in zip(own[k], stored[k]) if a != b and a == data["num_classes"]}
-    for guess in sorted(guesses):
-        if 1 <= guess <= MAX_CLASSES:
-            probe = _meta_generator(data, guess)
-            if probe is not None and {k: tuple(v.shape) for k, v in probe.state_dict().items()} == stored:
-                return guess
+    count the differing shapes suggest (a size that differs by as much as the counts do: a table of
+    classes may hold a row more, as a diffusion model's "no class"), under which the whole network fits."""
+    guesses = {b - a + data["num_classes"] for k in differ if k in own and k in stored and len(own[k]) == len(stored[k])
+               for a, b in zip(own[k], stored[k]) if a != b}
+    for guess in sorted(g for g in guesses if 1 <= g <= MAX_CLASSES)[:8]:
+        probe = _meta_generator(data, guess)
+        if probe is not None and {k: tuple(v.shape) for k, v in probe.state_dict().items()} == stored:
+            return guess
     return None
 
 

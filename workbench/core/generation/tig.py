@@ -137,7 +137,8 @@ def draw_seeds(ctx: JobContext, generator: Generator, classifier, n: int, seed: 
         genomes = generator.sample_latent(n, stream)
         labels = torch.randint(0, generator.num_classes, (n,), generator=stream)
         source = np.full(n, -1, dtype=np.int64)
-    decoded = decode_in_batches(ctx, generator, genomes, labels if generator.conditional else None, "seeds: decoding")
+    decoded = decode_in_batches(ctx, generator, genomes, labels if generator.conditional else None, "seeds: decoding",
+                                seeds=True)
     predicted, _ = classify(ctx, classifier, decoded, "seeds: classifying")
     return Seeds(genomes.numpy().astype(np.float32), labels.numpy(), decoded.numpy(), predicted.numpy(), source)
 

@@ -126,6 +126,10 @@ def train_generator(ctx: JobContext, kind: str, dataset, out, *, epochs: int | N
 
     out = Path(out)
     entry = get_generator_kind(kind)
+    if not entry.trainable:
+        raise WorkbenchError(f"The {entry.title} generator is not trained by the workbench.",
+                             "Make one from a diffusers pipeline folder: workbench add-generator diffusers DIR "
+                             "--data NAME.")
     dataset_key = dataset_spec(dataset)
     train_split = dataset.split(split)
     if len(train_split) == 0:
@@ -180,7 +184,7 @@ def train_generator(ctx: JobContext, kind: str, dataset, out, *, epochs: int | N
         try:
             for name, opt in optimisers.items():
                 opt.load_state_dict(state["optimisers"][name])
-                for group in opt.param_groups:  # a resumed run may go on with another learning rate
+                for group in getattr(opt, "param_groups", ()):  # a resumed run may go on with another lr
                     group["lr"] = float(settings["lr"])
         except (KeyError, ValueError) as exc:
             raise WorkbenchError(f"The training state in {out} does not fit its generator's optimisers.",

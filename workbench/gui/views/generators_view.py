@@ -279,7 +279,7 @@ class GeneratorsView(QWidget):
         current = self.kind_box.currentData()
         self.kind_box.blockSignals(True)
         self.kind_box.clear()
-        for kind in generator_kinds():
+        for kind in (k for k in generator_kinds() if k.trainable):  # a pipeline made elsewhere is added, not trained
             self.kind_box.addItem((kind.title or kind.name) + (" (plugin)" if kind.plugin else ""), kind.name)
         position = self.kind_box.findData(current)
         self.kind_box.setCurrentIndex(max(0, position))
