@@ -107,3 +107,68 @@ def test_a_cancel_stops_training_at_the_next_batch(tmp_path, fashion_tiny):
         train_generator(ctx, "diffusion", fashion_tiny, tmp_path / "dm", epochs=1, batch_size=32)
     assert reported == [1]  # the second batch's report raised: no further batch was reported
     assert not (tmp_path / "dm").exists()
+
+
+def test_guided_decoding_mixes_the_labelled_and_the_unlabelled_prediction(trained):
+    """ε = ε∅ + w·(ε_y − ε∅), with ε∅ the prediction for "no class" (index num_classes), written out here step by
+    step with one UNet call per prediction."""
+    from diffusers import DDIMScheduler
+
+    dm = trained.generator
+    w = float(dm.config["guidance"])
+    assert w == 2.0 and dm.unconditional
+    z = dm.sample_latent(2, torch.Generator().manual_seed(3))
+    y = torch.tensor([1, 7])
+    ddim = DDIMScheduler.from_config(dm.scheduler.config)
+    ddim.set_timesteps(dm.config["steps"])
+    x = z.reshape(2, 1, 28, 28)
+    with torch.no_grad():
+        for t in ddim.timesteps:
+            labelled = dm.unet(x, t, class_labels=y).sample
+            free = dm.unet(x, t, class_labels=torch.full_like(y, 10)).sample
+            x = ddim.step(free + w * (labelled - free), t, x, eta=0.0).prev_sample
+    assert torch.allclose(dm.decode(z, y), (x.clamp(-1, 1) + 1) / 2, atol=1e-5)
+
+
+def test_training_keeps_an_average_of_the_weights_and_resumes_from_the_trained_ones(fashion_tiny, tiny_generators):
+    """The saved UNet is the exponential average (decay warmed up as min(d, (1+n)/(10+n))), computed here by hand
+    over three steps; the training state carries the trained weights, so a resumed run starts from them."""
+    dm = create_generator("diffusion", 10, (1, 28, 28), **tiny_generators["diffusion"])
+    optimisers = dm.optimisers(1e-3)
+    average = optimisers["average"]
+    expected = {k: v.clone() for k, v in dm.unet.state_dict().items()}
+    x = fashion_tiny.split("train").tensor(range(16))
+    y = torch.from_numpy(fashion_tiny.split("train").labels[:16]).long()
+    rng = torch.Generator().manual_seed(0)
+    for n in range(1, 4):
+        dm.train_step(x, y, optimisers, rng)
+        decay = min(0.999, (1 + n) / (10 + n))
+        trained = average.trained.state_dict()
+        expected = {k: decay * v + (1 - decay) * trained[k] for k, v in expected.items()}
+    for name, value in dm.unet.state_dict().items():
+        assert torch.allclose(value, expected[name], atol=1e-6), name
+    assert not torch.equal(dm.unet.state_dict()["conv_in.weight"], average.trained.state_dict()["conv_in.weight"])
+    state = average.state_dict()
+    again = create_generator("diffusion", 10, (1, 28, 28), **tiny_generators["diffusion"])
+    again.unet.load_state_dict(dm.unet.state_dict())  # what a checkpoint's weights file holds: the average
+    resumed = again.optimisers(1e-3)["average"]
+    resumed.load_state_dict(state)
+    assert resumed.updates == 3
+    assert all(torch.equal(a, b) for a, b in zip(resumed.trained.parameters(), average.trained.parameters()))
+
+
+def test_guidance_needs_a_no_class_prediction_and_old_folders_are_told_how_to_load(trained, tmp_path):
+    with pytest.raises(WorkbenchError, match="label_dropout 0 does not train"):
+        create_generator("diffusion", 10, label_dropout=0.0, guidance=2.0)
+    for setting, value in (("label_dropout", 1.0), ("ema_decay", -0.5), ("guidance", float("inf"))):
+        with pytest.raises(WorkbenchError, match=setting if setting != "guidance" else "finite number"):
+            create_generator("diffusion", 10, **{setting: value})
+    folder = tmp_path / "old"
+    shutil.copytree(trained.folder, folder)
+    descriptor = json.loads((folder / "generator.json").read_text())
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "num_class_embeds": 10}))  # trained before guidance
+    with pytest.raises(WorkbenchError, match="no \"no class\" embedding") as raised:
+        load_generator(folder)
+    assert '"label_dropout": 0.0, "guidance": 1.0' in raised.value.hint
+    assert descriptor["config"]["label_dropout"] == 0.1
