@@ -18,7 +18,15 @@ many seeds gave identical results both ways (generations, found, best genome bit
 diffusion model is timed at 10 and 20 DDIM steps on fewer seeds and a shorter budget (`--diffusion-…`),
 as its decoding dominates everything else.
 
-Run: `python benchmarks/bench_tig_speed.py [--seeds 100] [--budget 250] [--device auto]`.
+The colour kinds (`*-colour`) run on colour Fashion-MNIST (3×32×32, `colour_fashion.py`) against a
+`cifar-convnet` trained on it; the benchmark makes the set (`--colour-train` images), the classifier and
+each generator (`--colour-epochs`, batches of 32) in `benchmarks/tig-speed/` the first time and reuses them
+after. They
+are trained only as far as a timing needs: what is measured is the search against its own floor.
+`stable-diffusion-tiny` is a tiny random Stable Diffusion pipeline (the tests' own, resolution 16, resized
+to 32) added with `add-generator diffusers`: a speed row only, as its images mean nothing.
+
+Run: `python benchmarks/bench_tig_speed.py [--seeds 100] [--budget 250] [--kinds …] [--device auto]`.
 """
 
 from __future__ import annotations
@@ -127,35 +135,100 @@ def compare(name: str, generator, classifier, images, n_seeds: int, budget: int,
           f"{same} / {len(kept)} |", flush=True)
 
 
+WORK = Path(__file__).resolve().parent / "tig-speed"
+
+
+def colour_setup(args, device):
+    """(dataset, classifier, {kind: generator folder}) for the colour rows, made once in `WORK`."""
+    from colour_fashion import make
+
+    from workbench.core.generation.training import train_generator
+    from workbench.core.models.training import train_and_save
+
+    data = WORK / f"colour-fashion-mnist-{args.colour_train}.npz"
+    if not data.is_file():
+        make(data, train=args.colour_train, test=1000)
+    dataset = load_dataset(str(data))
+    model = WORK / f"cifar-convnet-colour-{args.colour_train}.pt"
+    ctx = JobContext("cpu")
+    if not model.is_file():
+        train_and_save(ctx.quiet(), "cifar-convnet", dataset, model, "cifar-convnet-colour", epochs=3)
+    folders = {}
+    for kind in ("conv-vae", "gan", "diffusion"):
+        out = WORK / f"{kind}-colour-{args.colour_train}-{args.colour_epochs}"
+        if not (out / "generator.json").is_file():
+            train_generator(JobContext(str(device)).quiet(), kind, dataset, out, epochs=args.colour_epochs,
+                            batch_size=32, latent_samples=1000)
+        folders[kind] = out
+    return dataset, load_model(str(model)), folders
+
+
+def tiny_stable_diffusion(dataset, device):
+    """The tests' tiny random pipeline, added for `dataset` as a user would (`add-generator diffusers`)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from tiny_pipelines import tiny_pipeline
+
+    from workbench.core.generation.pipeline_import import add_diffusers_generator
+
+    out = WORK / "stable-diffusion-tiny"
+    if not (out / "generator.json").is_file():
+        pipeline = WORK / "tiny-pipeline" / "pipeline"
+        if not pipeline.is_dir():
+            tiny_pipeline(WORK / "tiny-pipeline")
+        add_diffusers_generator(JobContext("cpu").quiet(), pipeline, out, dataset)
+    return load_generator(out, device=device)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=100)
     parser.add_argument("--budget", type=int, default=250)
     parser.add_argument("--diffusion-seeds", type=int, default=4)
     parser.add_argument("--diffusion-budget", type=int, default=10)
-    parser.add_argument("--kinds", default="vae,gan,diffusion")
+    parser.add_argument("--kinds", default="vae,gan,diffusion,conv-vae-colour,gan-colour,diffusion-colour,"
+                                           "stable-diffusion-tiny")
+    parser.add_argument("--colour-train", type=int, default=6000, help="colour training images (default 6000)")
+    parser.add_argument("--colour-epochs", type=int, default=3, help="epochs of the colour generators (default 3)")
+    parser.add_argument("--sd-seeds", type=int, default=40,
+                        help="seeds drawn for the tiny pipeline (default 40: its random images keep about a tenth)")
     parser.add_argument("--device", default="auto")
     args = parser.parse_args()
     # the original's float() of a tensor that records gradients: warned about once per margin
     warnings.filterwarnings("ignore", message="Converting a tensor with requires_grad")
     ctx = JobContext(args.device)
     device = ctx.device
-    classifier = load_model("lenet5-fashion")
-    classifier.module.to(device)
-    images = load_dataset("fashion-mnist").split("test")
+    kinds = args.kinds.split(",")
     print(f"torch {torch.__version__}, device {device}, {torch.get_num_threads()} threads")
     print("| generator | seeds kept | budget | found | individuals | original's way (s) | workbench (s) | floor (s) | "
           "speed-up | workbench / floor | identical |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for kind in args.kinds.split(","):
-        generator = load_generator(f"{kind}-fashion-mnist", device=device)
-        if kind == "diffusion":
-            for steps in (10, 20):
-                generator.config["steps"] = steps
-                compare(f"{kind}-fashion-mnist", generator, classifier, images, args.diffusion_seeds,
-                        args.diffusion_budget, device, f" ({steps} DDIM steps)")
-        else:
-            compare(f"{kind}-fashion-mnist", generator, classifier, images, args.seeds, args.budget, device)
+    grey = [k for k in kinds if not k.endswith("-colour") and not k.startswith("stable-diffusion")]
+    if grey:
+        classifier = load_model("lenet5-fashion")
+        classifier.module.to(device)
+        images = load_dataset("fashion-mnist").split("test")
+        for kind in grey:
+            generator = load_generator(f"{kind}-fashion-mnist", device=device)
+            if kind == "diffusion":
+                for steps in (10, 20):
+                    generator.config["steps"] = steps
+                    compare(f"{kind}-fashion-mnist", generator, classifier, images, args.diffusion_seeds,
+                            args.diffusion_budget, device, f" ({steps} DDIM steps)")
+            else:
+                compare(f"{kind}-fashion-mnist", generator, classifier, images, args.seeds, args.budget, device)
+    colour = [k for k in kinds if k not in grey]
+    if colour:
+        dataset, classifier, folders = colour_setup(args, device)
+        classifier.module.to(device)
+        images = dataset.split("test")
+        for kind in colour:
+            if kind == "stable-diffusion-tiny":
+                generator = tiny_stable_diffusion(dataset, device)
+            else:
+                generator = load_generator(folders[kind.removesuffix("-colour")], device=device)
+            slow = kind.startswith(("diffusion", "stable-diffusion"))
+            seeds = args.sd_seeds if kind == "stable-diffusion-tiny" else args.diffusion_seeds if slow else args.seeds
+            compare(kind, generator, classifier, images, seeds, args.diffusion_budget if slow else args.budget, device)
     return 0
 
 
