@@ -207,7 +207,7 @@ def record_model(project, args) -> None:
 
 
 def dataset_key(dataset) -> str:
-    return dataset.recipe.get("name", dataset.name)
+    return dataset.spec  # a file's short name would not load again: its absolute path
 
 
 def add_subset_options(p: argparse.ArgumentParser) -> None:

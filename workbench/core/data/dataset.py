@@ -237,6 +237,11 @@ class Dataset(SentOnce):
         return len(self.class_names)
 
     @property
+    def spec(self) -> str:
+        """What projects and cards record to load it again: a registered dataset's name, else its absolute path."""
+        return self.recipe.get("name") or self.recipe.get("path") or self.name
+
+    @property
     def image_shape(self) -> tuple[int, int, int]:
         return next(s.image_shape for s in self.splits.values() if len(s))
 

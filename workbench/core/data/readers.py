@@ -60,7 +60,7 @@ def _make(path: Path, parts: dict[str, tuple], class_names, title: str) -> Datas
     names = _class_names(class_names, list(labels.values()))
     splits = {k: Split(x, labels[k]) for k, (x, _) in parts.items()}
     return Dataset(dataset_name(path), names, splits, DatasetCard(title, str(path), "as given by the user"),
-                   recipe={"path": str(path)})
+                   recipe={"path": str(Path(path).resolve())})  # loadable again from another folder
 
 
 # --- IDX -------------------------------------------------------------------------------------------
@@ -93,7 +93,7 @@ def load_idx_folder(folder: Path) -> Dataset:
     if len(names) == 10 and "fashion" in folder.name.lower():
         names = FASHION_CLASSES
     return Dataset(dataset_name(folder), names, splits, DatasetCard(folder.name, str(folder), "as given by the user"),
-                   recipe={"path": str(folder)})
+                   recipe={"path": str(Path(folder).resolve())})
 
 
 # --- NPZ -------------------------------------------------------------------------------------------

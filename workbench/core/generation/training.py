@@ -64,7 +64,7 @@ class TrainedGenerator:
 
 def dataset_spec(dataset) -> str:
     """What the card records as the generator's dataset: the name or path it can be loaded by again."""
-    return dataset.recipe.get("name") or dataset.recipe.get("path") or dataset.name
+    return dataset.spec
 
 
 def epoch_seed(seed: int, epoch: int) -> int:
