@@ -331,7 +331,7 @@ class StableDiffusion(Generator):
             if guided:
                 unconditional, conditional = noise.chunk(2)
                 noise = unconditional + guidance * (conditional - unconditional)
-            latents = ddim.step(noise, t, latents, eta=0.0).prev_sample
+            latents = ddim.step(noise, t, latents, eta=0.0).prev_sample.to(unet.dtype)  # float16 stays float16
         scaled = latents / vae.config.scaling_factor
         if getattr(vae.config, "shift_factor", None):
             scaled = scaled + vae.config.shift_factor
