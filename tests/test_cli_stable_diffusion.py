@@ -129,6 +129,9 @@ def test_what_is_not_a_usable_pipeline_is_refused_in_words(capsys, tmp_path, pip
     refused(pipe, "LoRA file", "missing", extra=("--lora", tmp_path / "none.safetensors"))
     (tmp_path / "style.pt").write_bytes(b"\x80")
     refused(pipe, "not a safetensors file", extra=("--lora", tmp_path / "style.pt"))
+    rc, _, err = run_cli(capsys, "add-generator", "diffusers", pipe, "--data", data, "--out", tmp_path / "partial",
+                         "--device", "cpu")
+    assert_clean_failure(rc, err, "is not an empty folder", "left as it is")
     refused(pipe, "resolution of 21", extra=("--resolution", 21))
     refused(pipe, "latents of side 9", extra=("--resolution", 18))
     rc, _, err = run_cli(capsys, "train-generator", "--generator", "stable-diffusion", "--data", data, "--out",

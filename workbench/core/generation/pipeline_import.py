@@ -25,6 +25,14 @@ def class_prompts(template: str, class_names: list[str]) -> list[str]:
     return [template.replace(CLASS_FIELD, name) for name in class_names]
 
 
+def pipeline_name(folder: Path) -> str:
+    """How a card names the pipeline: `owner/name` for a Hugging Face cache snapshot, else the folder's name."""
+    entry = folder.parent.parent.name
+    if folder.parent.name == "snapshots" and entry.startswith("models--"):
+        return entry.removeprefix("models--").replace("--", "/")
+    return folder.name
+
+
 def pipeline_settings(folder: Path) -> dict:
     """The sizes a generator needs from a pipeline folder's own configs, read without loading weights."""
     import json
@@ -51,6 +59,10 @@ def add_diffusers_generator(ctx, source, out, dataset, *, prompt: str = "a photo
     from workbench.core.project.store import library_versions
 
     libraries()  # says what to install before anything is read
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise WorkbenchError(f"{out} exists and is not an empty folder; it is left as it is.",
+                             "Choose a new folder for the generator (--out DIR).")
     folder = resolve_pipeline_folder(source)
     _, variant = pipeline_files(folder)
     lora = Path(lora).expanduser() if lora else None
@@ -67,7 +79,7 @@ def add_diffusers_generator(ctx, source, out, dataset, *, prompt: str = "a photo
     check_fits(generator, dataset=dataset)
     if classifier is not None:
         check_fits(generator, classifier=classifier)
-    card = GeneratorCard(kind=generator.kind, title=f"{generator.title} ({folder.name}"
+    card = GeneratorCard(kind=generator.kind, title=f"{generator.title} ({pipeline_name(folder)}"
                          + (f" + {lora.name}" if lora else "") + f") for {dataset.card.title}",
                          dataset=dataset_spec(dataset), class_names=names, image_shape=list(generator.image_shape),
                          preset="default", config=dict(generator.config), parameters=generator.parameter_count(),
@@ -86,5 +98,5 @@ def add_diffusers_generator(ctx, source, out, dataset, *, prompt: str = "a photo
     grid = sample_grid(ctx.quiet(), generator, grid_per_class, seed, images) if grid_per_class else None
     generator.to("cpu")
     ctx.progress(1, 1, "saving")
-    save_generator(generator, Path(out), card, grid=grid)
+    save_generator(generator, out, card, grid=grid)
     return generator

@@ -168,7 +168,7 @@ class GeneratorCard:
     def summary(self) -> list[tuple[str, str]]:
         """(label, text) lines of the card's measures, for the CLI and the Generators view."""
         losses = ", ".join(f"{k} {v:.4g}" for k, v in self.final_losses.items()) or "none"
-        lines = [("Final losses", losses)]
+        lines = [("Final losses", losses)] if self.epochs_planned else []  # a pipeline made elsewhere has none
         if self.latent_range:
             r = self.latent_range
             lines.append(("Latent range", f"[{r['low']:.4g}, {r['high']:.4g}] ({r['range']:.4g}, from {r['n']} "
@@ -181,7 +181,9 @@ class GeneratorCard:
                                                                     f"{a['samples']}" + (
                 f" (it reads {real * 100:.1f} % of real test images correctly)" if real is not None else "")))
         else:
-            lines.append(("Seed acceptance", "not measured (no reference classifier)"))
+            lines.append(("Seed acceptance", "not measured (no reference classifier)" if self.epochs_planned else
+                          "not measured (export-generator --measure measures it, or add-generator "
+                          "--acceptance-samples N)"))
         return lines
 
     def warnings(self) -> list[str]:
