@@ -84,7 +84,7 @@ def resolve_eps(args, dataset, stored: float | None = None, stored_what: str = "
     elif stored is not None:
         return float(stored), f"recorded in {stored_what[:1].lower()}{stored_what[1:]}"
     else:
-        key = dataset_key(dataset)
+        key = dataset.recipe.get("name", dataset.name)  # a file's own name, not its path
         try:
             return eps_and_source(key, dataset.image_shape[0])
         except WorkbenchError:
