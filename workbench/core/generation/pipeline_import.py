@@ -10,7 +10,8 @@ from pathlib import Path
 from workbench.core.errors import WorkbenchError
 from workbench.core.generation.assessment import measure_latent_range, sample_grid, seed_acceptance
 from workbench.core.generation.protocol import GeneratorCard, check_fits
-from workbench.core.generation.stable_diffusion import StableDiffusion, libraries, pipeline_files, resolve_pipeline_folder
+from workbench.core.generation.stable_diffusion import (StableDiffusion, libraries, pipeline_files,
+                                                        resolve_pipeline_folder)
 from workbench.core.generation.storage import save_generator
 from workbench.core.generation.training import dataset_spec
 
@@ -85,8 +86,8 @@ def add_diffusers_generator(ctx, source, out, dataset, *, prompt: str = "a photo
                          preset="default", config=dict(generator.config), parameters=generator.parameter_count(),
                          seed=int(seed), complete=True, command=command, device=device_description(ctx.device),
                          versions={**library_versions(), **generator.versions()},
-                         notes=[f"Made from the diffusers pipeline {folder}" + (f" with the LoRA {lora}" if lora else "")
-                                + "; not trained by the workbench."])
+                         notes=[f"Made from the diffusers pipeline {folder}"
+                                + (f" with the LoRA {lora}" if lora else "") + "; not trained by the workbench."])
     test = dataset.splits.get("test")
     images = test if test is not None and len(test) else dataset.split("train")
     card.latent_range = measure_latent_range(ctx.quiet(), generator, None, latent_samples, seed).to_dict()

@@ -120,7 +120,8 @@ def pipeline_files(folder: Path) -> tuple[list[str], str]:
         variants.add(variant)
         files += [f"{component}/config.json"] + [f"{component}/{n}" for n in chosen]
     if len(variants) > 1:
-        raise WorkbenchError(f"The weights in {folder} mix variants ({', '.join(sorted(v or 'plain' for v in variants))}).",
+        mixed = ", ".join(sorted(v or "plain" for v in variants))
+        raise WorkbenchError(f"The weights in {folder} mix variants ({mixed}).",
                              "Give a folder whose UNet, VAE and text encoder are of one variant.")
     absent = [f for f in files if not (folder / f).is_file()]
     if absent:
@@ -276,7 +277,8 @@ class StableDiffusion(Generator):
         found = {"latent_channels": unet.config.in_channels, "vae_scale": scale}
         differ = [f"{k} {v} vs {self.config[k]}" for k, v in found.items() if v != self.config[k]]
         if differ:
-            raise WorkbenchError(f"The pipeline in {folder} does not fit the generator's settings ({', '.join(differ)}).",
+            raise WorkbenchError(f"The pipeline in {folder} does not fit the generator's settings "
+                                 f"({', '.join(differ)}).",
                                  "Make the generator again with `workbench add-generator diffusers`.")
         if unet.config.cross_attention_dim != text.config.hidden_size:
             raise WorkbenchError(f"The UNet in {folder} attends to {unet.config.cross_attention_dim} features, but its "
