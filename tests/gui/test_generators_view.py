@@ -132,3 +132,26 @@ def test_a_damaged_generator_folder_is_named_not_fatal(qtbot, window_with_genera
     qtbot.mouseClick(tile(view, "vae-tiny"), Qt.MouseButton.LeftButton)  # the others still work
     qtbot.waitUntil(lambda: view.generator is not None and idle(window), timeout=TIMEOUT_MS)
     assert "vae-tiny" in view.header.text()
+
+
+def test_a_stable_diffusion_pipeline_shows_as_pretrained_and_is_not_offered_for_training(qtbot, settled_window,
+                                                                                         tmp_path):
+    pytest.importorskip("transformers")
+    from tiny_pipelines import tiny_pipeline
+
+    from workbench.core.data.registry import load_dataset
+    from workbench.core.generation.pipeline_import import add_diffusers_generator
+
+    window = settled_window
+    pipeline = tiny_pipeline(tmp_path / "sd")
+    add_diffusers_generator(JobContext("cpu"), pipeline, window.session.project.folder / "generators" / "sd-tiny",
+                            load_dataset("fashion-mnist"), steps=2, grid_per_class=1)
+    qtbot.keyClick(window, Qt.Key.Key_7, Qt.KeyboardModifier.ControlModifier)
+    view = window.views["generators"]
+    view.refresh()
+    assert "stable-diffusion" not in [view.kind_box.itemData(i) for i in range(view.kind_box.count())]
+    qtbot.mouseClick(tile(view, "sd-tiny"), Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: view.generator is not None and idle(window), timeout=TIMEOUT_MS)
+    assert "a pretrained pipeline" in view.header.text() and "epochs" not in view.header.text()
+    assert "not trained by the workbench" in view.card_text.text() and "Training" not in view.card_text.text()
+    assert view.loss_curves.isHidden() and view.samples.grid.shape == (10, 1, 1, 28, 28)

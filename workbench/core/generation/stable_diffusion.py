@@ -69,7 +69,7 @@ def libraries():
 def resolve_pipeline_folder(path) -> Path:
     """The pipeline folder `path` names: the folder itself, or for a Hugging Face cache entry
     (`models--owner--name`) the snapshot its `refs/main` points to."""
-    folder = Path(path).expanduser()
+    folder = Path(path).expanduser().absolute()
     if not folder.is_dir():
         raise WorkbenchError(f"{folder} is not a folder.", "Give the folder of a diffusers pipeline (it holds "
                              "model_index.json, unet/, vae/, text_encoder/, tokenizer/ and scheduler/).")

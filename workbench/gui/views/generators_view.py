@@ -361,9 +361,11 @@ class GeneratorsView(QWidget):
             return
         self.generator = generator
         card = generator.card
+        trained = bool(card.epochs_planned)  # a pretrained pipeline (Stable Diffusion) was not trained here
+        made = (f"{card.epochs} epochs on {card.dataset} ({card.seconds_per_epoch:.0f} s per epoch on "
+                f"{card.device or '?'})" if trained else f"a pretrained pipeline, searching the classes of {card.dataset}")
         self.header.setText(f"<b>{self.chosen['name']}</b>: {card.title or card.kind} — {card.parameters / 1e6:.2f} M "
-                            f"parameters, {generator.latent_dim}-dimensional latent, {card.epochs} epochs on "
-                            f"{card.dataset} ({card.seconds_per_epoch:.0f} s per epoch on {card.device or '?'})")
+                            f"parameters, {generator.latent_dim}-dimensional latent, {made}")
         # an unfinished run, a seed acceptance far below the benchmark's, weights no recorded hash checked
         warnings = card.warnings() + generator.load_warnings
         self.warning.setText(" ".join(warnings))
@@ -372,12 +374,14 @@ class GeneratorsView(QWidget):
                           + ", ".join(f"{k} {v}" for k, v in card.config.items()) + ")"),
                  ("Dataset", f"{card.dataset or 'not recorded'}, {generator.num_classes} classes"),
                  ("Training", f"{card.epochs} of {card.epochs_planned} epochs, batch {card.batch_size}, "
-                              f"lr {card.lr:g}, seed {card.seed}, {card.seconds / 60:.1f} min"),
+                              f"lr {card.lr:g}, seed {card.seed}, {card.seconds / 60:.1f} min") if trained else
+                 ("Made", " ".join(card.notes) or "from a pretrained pipeline"),
                  *card.summary()]
         self.card_text.setText("<table>" + "".join(f"<tr><td><b>{escape(label)}</b>&nbsp;&nbsp;</td>"
                                                    f"<td>{escape(text)}</td></tr>" for label, text in lines)
                                + "</table>")
         self.loss_curves.set_curve(card.loss_curve)
+        self.loss_curves.setVisible(trained)
         try:
             grid = storage.read_samples(path)
         except WorkbenchError as exc:
