@@ -116,7 +116,7 @@ def test_guided_decoding_mixes_the_labelled_and_the_unlabelled_prediction(traine
 
     dm = trained.generator
     w = float(dm.config["guidance"])
-    assert w == 2.0 and dm.unconditional
+    assert w == 1.5 and dm.unconditional
     z = dm.sample_latent(2, torch.Generator().manual_seed(3))
     y = torch.tensor([1, 7])
     ddim = DDIMScheduler.from_config(dm.scheduler.config)

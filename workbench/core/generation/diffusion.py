@@ -11,7 +11,9 @@ exponential moving average of the trained ones (`ema_decay`), as in DDPM.
 Classifier-free guidance (Ho and Salimans, 2022): while training, a share `label_dropout` of the labels
 is replaced by one more class, "no class"; sampling mixes the two predictions, ε = ε∅ + w·(ε_y − ε∅), with
 w = `guidance`. Without it a small UNet's samples often look like another class (a tenth of an epoch's
-worth of signal per class); w > 1 trades variety for class fidelity, which is what a search's seeds need.
+worth of signal per class); w > 1 trades variety for class fidelity, which is what a search's seeds need, up to a
+point: the bundled Fashion-MNIST model's seed acceptance peaks at w = 1.5 (61 % at 1, 82 % at 1.5, 74 % at 2,
+50 % at 3: strong guidance pushes a small model's samples off the data).
 `label_dropout` 0 trains no "no class" (then `guidance` must be 1): the models trained before guidance.
 
 Sampling is deterministic DDIM (Song, Meng and Ermon, 2021) with η = 0 over `steps` steps (default
@@ -75,7 +77,7 @@ class ConditionalDiffusion(Generator):
     conditional = True
     decode_batch = 10  # a batch of 10 over 20 DDIM steps takes about half a second on two CPU cores
     _sampling = {"num_train_timesteps": 1000, "beta_schedule": "squaredcos_cap_v2", "steps": 20,
-                 "label_dropout": 0.1, "guidance": 2.0, "ema_decay": 0.999}
+                 "label_dropout": 0.1, "guidance": 1.5, "ema_decay": 0.999}
     presets = {
         "default": {"block_out_channels": [16, 32, 64], "norm_num_groups": 8, "layers_per_block": 1,
                     "attention": False, **_sampling},
