@@ -206,10 +206,6 @@ def record_model(project, args) -> None:
     project.add_model(args.model, arch=getattr(args, "arch", None))
 
 
-def dataset_key(dataset) -> str:
-    return dataset.spec  # a file's short name would not load again: its absolute path
-
-
 def add_subset_options(p: argparse.ArgumentParser) -> None:
     """--first / --indices / --class: measure a subset of the chosen test set or split."""
     p.add_argument("--first", type=integer(1, 10**9), metavar="N", help="only the first N inputs")

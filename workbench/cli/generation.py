@@ -10,7 +10,7 @@ from pathlib import Path
 
 from workbench.cli.arguments import integer, real, text
 from workbench.cli.common import (EXIT_CANCELLED, add_common, add_distribution, add_loading, add_model_data,
-                                  check_creatable, command_line, dataset_key, emit, error, load_model_and_data,
+                                  check_creatable, command_line, emit, error, load_model_and_data,
                                   make_context, record_model, run_job)
 
 NO_CLASSIFIER = "none"
@@ -137,7 +137,7 @@ def cmd_train_generator(args) -> int:
     if args.preset not in kind.presets:
         raise error(f"The {kind.title} generator has no preset {args.preset!r}.", f"Its presets: {', '.join(kind.presets)}.")
     dataset = load_dataset(args.data, download=args.download)
-    key = dataset_key(dataset)
+    key = dataset.spec
     classifier = None
     name = args.classifier if args.classifier is not None else bundled_classifier(key)
     if name and name.lower() != NO_CLASSIFIER:
@@ -203,7 +203,7 @@ def cmd_generate(args) -> int:
     from workbench.core.testsets import from_artifact
 
     model, dataset = load_model_and_data(args)
-    key = dataset_key(dataset)
+    key = dataset.spec
     names = [n.strip() for n in args.generator.split(",") if n.strip()]
     if not names:
         raise error("No generator was named.", "Name bundled generators or folders, separated by commas.")
@@ -297,7 +297,7 @@ def cmd_add_generator(args) -> int:
     from workbench.core.models.training import check_compatible
 
     dataset = load_dataset(args.data, download=args.download)
-    key = dataset_key(dataset)
+    key = dataset.spec
     classifier = None
     name = args.classifier if args.classifier is not None else bundled_classifier(key)
     if args.acceptance_samples and name and name.lower() != NO_CLASSIFIER:

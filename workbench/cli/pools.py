@@ -27,7 +27,6 @@ from workbench.cli.common import (
     check_creatable,
     check_positive,
     command_line,
-    dataset_key,
     emit,
     error,
     load_model_and_data,
@@ -154,7 +153,7 @@ def cmd_attack(args) -> int:
     check_positive("--batch-size", args.batch_size, allow_none=False)
     target = ProjectTarget(args.project)
     indices = seeded_sample(len(split), args.max_inputs, args.seed)
-    key = dataset_key(dataset)
+    key = dataset.spec
     name = args.name or f"pool-{model.name}-{args.split}-eps{eps:g}"
 
     pool, device = run_job(args, lambda ctx: build_pool(
@@ -195,7 +194,6 @@ def cmd_attack(args) -> int:
     return 0
 
 
-
 # --- fol --------------------------------------------------------------------------------------------------
 
 
@@ -207,7 +205,7 @@ def _fol_source(args, dataset, project):
 
     if args.testset and args.split:
         raise error("--testset and --split both name what to score.", "Give one of them.")
-    key = dataset_key(dataset)
+    key = dataset.spec
     if not args.testset:
         name = args.split or "test"
         if with_subset(args, name) == name:
@@ -289,7 +287,7 @@ def cmd_fol(args) -> int:
     if args.out:
         written = _write_fol_csv(args.out, rows, source, labels, predicted, fol, grad, scored["deepgini"])
     result = {
-        "model": model.name, "model_fingerprint": model.fingerprint(), "dataset": dataset_key(dataset),
+        "model": model.name, "model_fingerprint": model.fingerprint(), "dataset": dataset.spec,
         "testset": source["name"], "kind": source["kind"], "inputs": len(labels),
         "testset_inputs": len(split), "attack": attack, "eps": eps, "eps_source": eps_source,
         "loss_mode": loss_mode, "seed": args.seed,
@@ -413,7 +411,7 @@ def cmd_fuzz(args) -> int:
     started = time.monotonic()
     model, dataset = load_model_and_data(args)
     split = dataset.split(args.split)
-    key = dataset_key(dataset)
+    key = dataset.spec
     check_loss_mode(args.loss_mode)
     for option, value in (("--seeds", args.seeds), ("--time-budget", args.time_budget), ("--mutations", args.mutations),
                           ("--max-tests", args.max_tests), ("--lr", args.lr), ("--max-dist", args.max_dist),

@@ -26,7 +26,6 @@ from workbench.cli.common import (
     check_creatable,
     check_positive,
     command_line,
-    dataset_key,
     emit,
     error,
     load_model_and_data,
@@ -173,7 +172,7 @@ def cmd_retrain(args) -> int:
     dataset.split("train")
     dataset.split("test")
     target = ProjectTarget(args.project, required=bool(args.pool), what="--pool")
-    key = dataset_key(dataset)
+    key = dataset.spec
     pool = None
     if args.pool:
         pool = load_pool(target.project, args.pool)
@@ -262,7 +261,7 @@ def _save_retrained(args, tuned, model, dataset, row: dict, params: dict) -> str
     base = model.info.card or {}
     card = {
         "name": out.stem, "title": f"{model.name} fine-tuned with {row['strategy']} {row['budget']} (RobOT)",
-        "arch": model.info.arch, "dataset": dataset_key(dataset), "fine_tuned_from": model.name,
+        "arch": model.info.arch, "dataset": dataset.spec, "fine_tuned_from": model.name,
         "fine_tuned_from_fingerprint": model.fingerprint(), "strategy": row["strategy"], "budget": row["budget"],
         "selected": row["selected"], "seed": row["seed"], "preset": params["preset"], "epochs": params["epochs"],
         "best_epoch": row["best_epoch"], "checkpoint_mode": row["checkpoint_mode"], "optimistic": row["optimistic"],
@@ -311,7 +310,7 @@ def cmd_converge(args) -> int:
     test = dataset.split("test")
     eps, eps_source = resolve_eps(args, dataset)
     target = ProjectTarget(args.project)
-    key = dataset_key(dataset)
+    key = dataset.spec
     name = args.name or f"converge-{model.name}"
     holder: dict = {}
 
@@ -355,7 +354,6 @@ def cmd_converge(args) -> int:
     return 0
 
 
-
 # --- experiment robot -------------------------------------------------------------------------------------
 
 
@@ -379,7 +377,7 @@ def cmd_experiment_robot(args) -> int:
     dataset.split("test")
     eps, eps_source = resolve_eps(args, dataset)
     target = ProjectTarget(args.project)
-    key = dataset_key(dataset)
+    key = dataset.spec
     out_dir = Path(args.out) if args.out else (target.folder / "experiments" / "robot" if target
                                                else Path("robot-experiment"))
     check_creatable(out_dir)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from workbench.cli.arguments import integer
-from workbench.cli.common import check_positive, dataset_key, error, parse_list
+from workbench.cli.common import check_positive, error, parse_list
 
 from workbench.core.robustness.scores import GRAD_L2_LABEL  # noqa: F401 - the commands print it
 
@@ -135,8 +135,8 @@ def check_pool_model(pool, model, name: str) -> None:
 
 def check_pool_dataset(pool, dataset, name: str) -> None:
     stored = pool.params.get("dataset")
-    if stored and stored != dataset_key(dataset):
-        raise error(f"Pool {name!r} was made from dataset {stored!r}, not {dataset_key(dataset)!r}.",
+    if stored and stored != dataset.spec:
+        raise error(f"Pool {name!r} was made from dataset {stored!r}, not {dataset.spec!r}.",
                     f"Pass --data {stored}.")
 
 

@@ -23,7 +23,6 @@ from workbench.cli.common import (
     add_subset_options,
     check_creatable,
     check_positive,
-    dataset_key,
     emit,
     error,
     load_model_and_data,
@@ -97,7 +96,7 @@ def cmd_uncertainty(args) -> int:
     summary = uncertainty_summary(probs, labels, index=rows, ids=test.ids[rows], top=args.top, scores=scores)
     written = _write_csv(args.out, rows, test.ids[rows], labels, probs, scores) if args.out else None
     result = {
-        "model": model.name, "model_fingerprint": model.fingerprint(), "dataset": dataset_key(dataset),
+        "model": model.name, "model_fingerprint": model.fingerprint(), "dataset": dataset.spec,
         "testset": test.name, "inputs": summary["inputs"], "testset_inputs": len(test), "seed": args.seed,
         "top": args.top, "accuracy": summary["accuracy"], "scores": summary["scores"], "csv": written,
         "notes": notes, "device": device, "seconds": round(time.monotonic() - started, 3),

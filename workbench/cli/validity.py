@@ -48,11 +48,10 @@ def add_parsers(sub) -> None:
 
 def cmd_train_validators(args) -> int:
     from workbench.core.data.registry import load_dataset
-    from workbench.core.generation.training import dataset_spec
     from workbench.core.generation.validators import REFERENCE_DOMAIN, refit_validators, train_validators
 
     dataset = load_dataset(args.data, download=args.download)
-    reference_name = args.reference or REFERENCE_DOMAIN.get(dataset_spec(dataset))
+    reference_name = args.reference or REFERENCE_DOMAIN.get(dataset.spec)
     if not reference_name:
         raise error(f"No reference domain is known for {dataset.name}.",
                     "Name a dataset of another domain with the same image size: --reference NAME.")

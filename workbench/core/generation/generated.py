@@ -30,7 +30,6 @@ import numpy as np
 from workbench.core.errors import Cancelled, WorkbenchError
 from workbench.core.execution.jobs import JobContext
 from workbench.core.generation.tig import BUDGET, GenerationRun, generate
-from workbench.core.generation.training import dataset_spec
 from workbench.core.project.store import text_column
 
 ROLE = "generated"
@@ -193,13 +192,13 @@ def run_generation(ctx: JobContext, generators: list, classifier, dataset, n_see
         judged["proxy_oracle_agrees_with_model"] = wrong & (judged["proxy_oracle_label"] == arrays["predicted"])
         arrays.update(judged)
     partial = ctx.stopped_early
-    result = GenerationResult(runs, arrays, name, False, partial, not_run, dataset=dataset_spec(dataset))
+    result = GenerationResult(runs, arrays, name, False, partial, not_run, dataset=dataset.spec)
     if not_run:
         ctx.notice(f"Not searched after the stop: {', '.join(not_run)}.")
     if project is not None and arrays and name:
         from workbench.core.testsets import save_testset
 
-        save_testset(project, name, arrays, role=ROLE, dataset=dataset_spec(dataset), model=classifier.name,
+        save_testset(project, name, arrays, role=ROLE, dataset=dataset.spec, model=classifier.name,
                      model_fingerprint=classifier.fingerprint(), partial=partial, not_run=not_run,
                      runs=[run.params for run in runs], summary=summary_rows(arrays, runs),
                      validators=str(validators.folder) if validators is not None else "",

@@ -13,7 +13,6 @@ from workbench.core.generation.protocol import GeneratorCard, check_fits
 from workbench.core.generation.stable_diffusion import (StableDiffusion, libraries, pipeline_files,
                                                         resolve_pipeline_folder)
 from workbench.core.generation.storage import save_generator
-from workbench.core.generation.training import dataset_spec
 
 CLASS_FIELD = "{class}"
 
@@ -82,7 +81,7 @@ def add_diffusers_generator(ctx, source, out, dataset, *, prompt: str = "a photo
         check_fits(generator, classifier=classifier)
     card = GeneratorCard(kind=generator.kind, title=f"{generator.title} ({pipeline_name(folder)}"
                          + (f" + {lora.name}" if lora else "") + f") for {dataset.card.title}",
-                         dataset=dataset_spec(dataset), class_names=names, image_shape=list(generator.image_shape),
+                         dataset=dataset.spec, class_names=names, image_shape=list(generator.image_shape),
                          preset="default", config=dict(generator.config), parameters=generator.parameter_count(),
                          seed=int(seed), complete=True, command=command, device=device_description(ctx.device),
                          versions={**library_versions(), **generator.versions()},

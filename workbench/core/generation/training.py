@@ -61,12 +61,6 @@ class TrainedGenerator:
     folder: Path
 
 
-
-def dataset_spec(dataset) -> str:
-    """What the card records as the generator's dataset: the name or path it can be loaded by again."""
-    return dataset.spec
-
-
 def epoch_seed(seed: int, epoch: int) -> int:
     """The seed of one epoch's shuffle and noise (distinct per epoch, the same in a resumed run)."""
     return (int(seed) * 1_000_003 + int(epoch)) % (2 ** 63)
@@ -130,7 +124,7 @@ def train_generator(ctx: JobContext, kind: str, dataset, out, *, epochs: int | N
         raise WorkbenchError(f"The {entry.title} generator is not trained by the workbench.",
                              "Make one from a diffusers pipeline folder: workbench add-generator diffusers DIR "
                              "--data NAME.")
-    dataset_key = dataset_spec(dataset)
+    dataset_key = dataset.spec
     train_split = dataset.split(split)
     if len(train_split) == 0:
         raise WorkbenchError(f"The {split} split of {dataset.name!r} holds no images.", "Train on a split with images.")
@@ -280,7 +274,7 @@ def train_with_reference(ctx: JobContext, kind: str, dataset, out, **settings) -
     that measures seed acceptance: the Generators view's job."""
     from workbench.core.models.model_io import bundled_classifier, load_model
 
-    name = bundled_classifier(dataset_spec(dataset))
+    name = bundled_classifier(dataset.spec)
     classifier = load_model(name) if name else None
     if classifier is None:
         ctx.notice(f"No bundled classifier knows {dataset.name}: seed acceptance is not measured.")

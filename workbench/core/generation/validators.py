@@ -203,9 +203,8 @@ def resolve_validators(spec: str | None, dataset: str) -> Path:
 def choose_validators(dataset, spec: str = "", proxies: bool = True) -> tuple["Validators | None", str]:
     """The validator set a generation judges its inputs with: the folder `spec`, else the bundled set of
     `dataset`; none when `proxies` is off or none is bundled (then with a note saying so)."""
-    from workbench.core.generation.training import dataset_spec
 
-    key = dataset_spec(dataset)
+    key = dataset.spec
     if not proxies:
         return None, ""
     if not spec and key not in {f.name for f in bundled_validator_folders()}:
@@ -279,7 +278,7 @@ def train_validators(ctx: JobContext, dataset, reference, out, *, epochs: int = 
     `reference` is the other domain's
     dataset. With `half` the VAEs are stored at float16, rounded before the thresholds are fitted."""
     from workbench.core.generation.storage import load_generator, save_generator
-    from workbench.core.generation.training import dataset_spec, train_generator
+    from workbench.core.generation.training import train_generator
     from workbench.core.models.training import train_and_save
     from workbench.core.project.store import atomic_folder, library_versions, write_json
 
@@ -288,7 +287,7 @@ def train_validators(ctx: JobContext, dataset, reference, out, *, epochs: int = 
     out = check_new_folder(out, "the validators (--out DIR)")
     _check_domains(dataset, reference)
     oracle_arch = oracle_arch or oracle_architecture(dataset.image_shape)
-    key, ref_key = dataset_spec(dataset), dataset_spec(reference)
+    key, ref_key = dataset.spec, reference.spec
     started = time.perf_counter()
     with atomic_folder(out) as tmp:
         work = tmp / "training"
@@ -332,9 +331,8 @@ def fit_thresholds(ctx: JobContext, selforacle, daiv, dataset, reference, seed: 
                    use_mean: bool = False) -> tuple[dict, dict, dict]:
     """The thresholds of the module docstring and their checks: (SelfOracle's gamma fit, DAIV's F1
     threshold, the rejection rates on held-out nominal and on foreign images)."""
-    from workbench.core.generation.training import dataset_spec
 
-    key, ref_key = dataset_spec(dataset), dataset_spec(reference)
+    key, ref_key = dataset.spec, reference.spec
     test = dataset.splits.get("test")
     order = np.random.default_rng(seed).permutation(len(test))
     fit_part, check_part = np.sort(order[:len(order) // 2]), np.sort(order[len(order) // 2:])
@@ -369,11 +367,10 @@ def fit_thresholds(ctx: JobContext, selforacle, daiv, dataset, reference, seed: 
 def refit_validators(ctx: JobContext, folder, dataset, reference, command: str = "") -> ValidatorCard:
     """Fit the thresholds of the validator set in `folder` again (against `reference`), keeping its models;
     the card is replaced atomically."""
-    from workbench.core.generation.training import dataset_spec
     from workbench.core.project.store import write_json
 
     _check_domains(dataset, reference)
-    validators = load_validators(folder, dataset_spec(dataset), device=ctx.device)
+    validators = load_validators(folder, dataset.spec, device=ctx.device)
     if validators.folder.resolve().parent == (resources_dir() / "validators").resolve():
         raise WorkbenchError(f"{validators.folder} is a bundled validator set; it is left as it is.",
                              "Copy it to a folder of your own and fit that one again.")
@@ -381,7 +378,7 @@ def refit_validators(ctx: JobContext, folder, dataset, reference, command: str =
     card.selforacle, card.daiv, card.checks = fit_thresholds(
         ctx, validators.selforacle, validators.daiv, dataset, reference, card.seed,
         int(card.selforacle.get("samples", 0)), bool(card.daiv.get("use_mean", False)))
-    card.reference = dataset_spec(reference)
+    card.reference = reference.spec
     card.command = (card.command + "; " if card.command else "") + f"thresholds fitted again: {command}"
     write_json(validators.folder / CARD, {"format": FORMAT, "version": VERSION, "card": card.to_dict()}, backup=False)
     return card
