@@ -88,7 +88,9 @@ def test_the_sampler_is_diffusers_own_pipeline_with_the_benchmarks_scheduler(pip
         expected = reference([settings["prompts"][i] for i in y], height=SIDE, width=SIDE, num_inference_steps=4,
                              guidance_scale=guidance, latents=z.reshape(3, 4, SIDE // 2, SIDE // 2), eta=0.0,
                              output_type="pt").images
-        assert torch.allclose(ours.decode(z, y, seeds=seeds), expected, atol=1e-5)
+        asked = []
+        assert torch.allclose(ours.decode(z, y, seeds=seeds, check=lambda: asked.append(1)), expected, atol=1e-5)
+        assert len(asked) == 4  # a stop is seen after each DDIM step, and the sampler made once serves both calls
     fused = StableDiffusion(2, (1, 8, 8), **settings, lora=True)
     fused.load_pipeline(pipe_dir, lora)
     plain = StableDiffusion(2, (1, 8, 8), **settings)

@@ -109,6 +109,37 @@ def test_a_cancel_stops_training_at_the_next_batch(tmp_path, fashion_tiny):
     assert not (tmp_path / "dm").exists()
 
 
+def test_a_stop_is_seen_after_every_ddim_step_of_a_decode(trained):
+    """A decode call holds a large batch (`decode_batch`), so the job's cancel check runs between the DDIM steps:
+    a stop during a decode ends it at the next step, and the step count decides how often it is asked."""
+    from workbench.core.errors import Cancelled
+    from workbench.core.generation.assessment import decode_in_batches
+
+    dm = trained.generator
+    steps = int(dm.config["steps"])
+    z = dm.sample_latent(4, torch.Generator().manual_seed(0))
+    y = torch.tensor([0, 1, 2, 3])
+    asked = []
+    first = dm.decode(z, y, check=lambda: asked.append(1))
+    assert len(asked) == steps and torch.equal(first, dm.decode(z, y))  # asked once per step; the images unchanged
+
+    ctx = JobContext("cpu")
+    asked.clear()
+    original = ctx.check
+
+    def check():
+        asked.append(1)
+        if len(asked) == 3:
+            ctx.cancel()
+        original()
+
+    ctx.check = check
+    with pytest.raises(Cancelled):
+        decode_in_batches(ctx, dm, z, y)
+    assert len(asked) == 3  # the third step saw the stop: the decode went no further
+    assert dm.decode(z, y).shape == (4, 1, 28, 28)  # and the generator decodes as before afterwards
+
+
 def test_guided_decoding_mixes_the_labelled_and_the_unlabelled_prediction(trained):
     """ε = ε∅ + w·(ε_y − ε∅), with ε∅ the prediction for "no class" (index num_classes), written out here step by
     step with one UNet call per prediction."""

@@ -71,7 +71,7 @@ class LatentRange:
 
 def decode_in_batches(ctx: JobContext, generator: Generator, z, y=None, what: str = "decoding", seeds: bool = False):
     """`generator.decode(z, y, seeds)` in batches of its `decode_batch`, as one CPU tensor; cancellable between
-    batches."""
+    batches and, for kinds that decode in steps, between steps."""
     import torch
 
     pieces, n = [], len(z)
@@ -79,7 +79,7 @@ def decode_in_batches(ctx: JobContext, generator: Generator, z, y=None, what: st
     for start in range(0, n, step):
         ctx.progress(start, n, what)
         pieces.append(generator.decode(z[start:start + step], None if y is None else y[start:start + step],
-                                       seeds=seeds).cpu())
+                                       seeds=seeds, check=ctx.check).cpu())
     ctx.progress(n, n, what)
     return torch.cat(pieces) if pieces else torch.zeros(0, *generator.image_shape)
 

@@ -197,6 +197,10 @@ class GeneratorCard:
         return out
 
 
+def _nothing() -> None:
+    """`Generator.between_steps` outside a decode that was given a check."""
+
+
 class Generator(ABC):
     """The base of every generator kind: checks, decoding in inference mode, devices and weights.
 
@@ -215,7 +219,8 @@ class Generator(ABC):
     can_encode: ClassVar[bool] = False
     #: image shapes (C, H, W) the kind can be built for; None: any
     image_shapes: ClassVar[tuple | None] = (IMAGE_SHAPE,)
-    #: at most this many images per decode call when the workbench decodes many (a cancel is seen between)
+    #: at most this many images per decode call when the workbench decodes many (a cancel is seen between;
+    #: iterative kinds also see it between their steps, `between_steps`)
     decode_batch: ClassVar[int] = 500
     presets: ClassVar[dict] = {"default": {}}
     #: settings beyond the sizes, with their defaults: recorded in `config` only when given
@@ -266,6 +271,7 @@ class Generator(ABC):
         self.card: GeneratorCard | None = None  # set when trained or loaded
         self.folder: Path | None = None  # where it was loaded from
         self.load_warnings: list[str] = []  # what reading its folder found a user should know
+        self.between_steps = _nothing  # set by `decode` for the length of one call
         self.net = self.build()
         self.net.eval()
 
@@ -337,9 +343,13 @@ class Generator(ABC):
                                  f"not {int(y.min())}–{int(y.max())}.", "Pass labels of the generator's classes.")
         return y.to(self.device, torch.long)
 
-    def decode(self, z, y=None, seeds: bool = False) -> "torch.Tensor":
+    def decode(self, z, y=None, seeds: bool = False, check=None) -> "torch.Tensor":
         """Images float32 `(N, *image_shape)` in [0, 1] on the generator's device, for latents `z`
-        `(N, latent_dim)` and (class-conditional kinds) labels `y` `(N,)`; with `seeds`, as a search's seeds."""
+        `(N, latent_dim)` and (class-conditional kinds) labels `y` `(N,)`; with `seeds`, as a search's seeds.
+
+        `check` (no arguments; a job's cancel check) is what `self.between_steps` calls during this decode:
+        a kind that decodes in many steps (the diffusion models) calls it after each, so that a stop is seen
+        within one step however many images a call holds; whatever it raises ends the decode."""
         import torch
 
         z = torch.as_tensor(z)
@@ -352,9 +362,13 @@ class Generator(ABC):
             raise WorkbenchError("A latent vector holds NaN or infinite values.", "Clamp or redraw the latents.")
         labels = self.check_labels(y, len(z))
         self.net.eval()
-        with torch.inference_mode():
-            images = (self.forward_seed_decode if seeds else self.forward_decode)(z.to(self.device, torch.float32),
-                                                                                 labels)
+        self.between_steps = check or _nothing
+        try:
+            with torch.inference_mode():
+                images = (self.forward_seed_decode if seeds else self.forward_decode)(
+                    z.to(self.device, torch.float32), labels)
+        finally:
+            self.between_steps = _nothing
         expected = (len(z), *self.image_shape)
         if tuple(images.shape) != expected:
             raise WorkbenchError(f"The {self.title or self.kind} generator made images of shape "

@@ -147,7 +147,6 @@ class StableDiffusion(Generator):
     conditional = True
     trainable = False
     image_shapes = None  # any: the decoded image is resized and converted to the classifier's input
-    decode_batch = 25  # a population; `to` raises it on CUDA
     presets = {"default": {"prompts": [""], "negative_prompt": "", "steps": 25, "guidance": 3.5,
                            "search_guidance": 1.4, "resolution": 512, "latent_channels": 4, "vae_scale": 8,
                            "lora": False, "lora_scale": 1.0, "variant": ""}}
@@ -158,7 +157,7 @@ class StableDiffusion(Generator):
         return None if shape[0] in (1, 3) else "makes grey or RGB images (1 or 3 channels)"
 
     def __init__(self, num_classes: int = 10, image_shape=IMAGE_SHAPE, **config):
-        self.tokenizer = self.ddim_config = self.source = None
+        self.tokenizer = self.ddim_config = self.source = self._ddim = None
         self.files: list[str] = []
         self.digest = ""
         self._embeddings: dict = {}
@@ -190,6 +189,14 @@ class StableDiffusion(Generator):
     @property
     def latent_dim(self) -> int:
         return self.config["latent_channels"] * self.latent_side ** 2
+
+    @property
+    def decode_batch(self) -> int:
+        """As many images per call as hold the latents of a population at 512×512 (25 in float32 on the CPU, 100 in
+        float16 on CUDA): a UNet's activations grow with its latents, so a small pipeline decodes many more at
+        once. A stop is seen after every DDIM step (`between_steps`)."""
+        populations = 4 if self.device.type == "cuda" else 1
+        return max(1, populations * 25 * 4 * 64 * 64 // self.latent_dim)
 
     def build(self):
         from torch import nn
@@ -237,7 +244,7 @@ class StableDiffusion(Generator):
         if lora is not None:
             self._fuse_lora(classes, nets, scheduler, lora)
         self._check_fit(folder, nets)
-        self.ddim_config = {**scheduler.config, "rescale_betas_zero_snr": True}
+        self.ddim_config, self._ddim = {**scheduler.config, "rescale_betas_zero_snr": True}, None
         if scheduler.config.get("prediction_type", "epsilon") == "epsilon" and \
                 scheduler.config.get("timestep_spacing") == "trailing":  # it would start at ᾱ = 0 (module docstring)
             self.ddim_config["timestep_spacing"] = "leading"
@@ -311,6 +318,15 @@ class StableDiffusion(Generator):
                 self._embeddings = {key: self.net["text_encoder"](tokens.input_ids.to(self.device))[0]}
         return self._embeddings[key]
 
+    def ddim(self):
+        """The DDIM sampler for the configured steps, made once per step count: its `step` keeps no state, and
+        making one costs about 50 ms, more than a small pipeline's whole decode."""
+        steps = int(self.config["steps"])
+        if self._ddim is None or self._ddim.num_inference_steps != steps:
+            self._ddim = libraries()["scheduler"].from_config(self.ddim_config)
+            self._ddim.set_timesteps(steps)
+        return self._ddim
+
     def _sample(self, z, y, guidance: float):
         import torch
         import torch.nn.functional as F
@@ -319,8 +335,7 @@ class StableDiffusion(Generator):
             raise WorkbenchError("The Stable Diffusion generator has no pipeline loaded.",
                                  "Load it from its folder (workbench generators DIR).")
         unet, vae = self.net["unet"], self.net["vae"]
-        ddim = libraries()["scheduler"].from_config(self.ddim_config)  # a fresh one: decoding keeps no state
-        ddim.set_timesteps(int(self.config["steps"]))
+        ddim = self.ddim()
         n, side = len(z), self.latent_side
         latents = z.reshape(n, self.config["latent_channels"], side, side).to(unet.dtype) * ddim.init_noise_sigma
         embeddings = self.prompt_embeddings()
@@ -334,10 +349,13 @@ class StableDiffusion(Generator):
                 unconditional, conditional = noise.chunk(2)
                 noise = unconditional + guidance * (conditional - unconditional)
             latents = ddim.step(noise, t, latents, eta=0.0).prev_sample.to(unet.dtype)  # float16 stays float16
+            self.between_steps()
         scaled = latents / vae.config.scaling_factor
         if getattr(vae.config, "shift_factor", None):
             scaled = scaled + vae.config.shift_factor
-        images = torch.cat([vae.decode(part).sample for part in scaled.split(8)])  # the VAE's activations are large
+        # the VAE's activations are large: eight 512×512 images at a time, more of smaller ones
+        piece = max(1, 8 * 512 ** 2 // self.config["resolution"] ** 2)
+        images = torch.cat([vae.decode(part).sample for part in scaled.split(piece)])
         images = ((images.float() + 1.0) / 2.0).clamp(0.0, 1.0)
         channels, height, width = self.image_shape
         if images.shape[-2:] != (height, width):
@@ -362,13 +380,12 @@ class StableDiffusion(Generator):
     # --- devices and files -----------------------------------------------------------------------
 
     def to(self, device) -> "StableDiffusion":
-        """On CUDA in float16 with batches of several populations, elsewhere in float32."""
+        """On CUDA in float16 (with batches of several populations: `decode_batch`), elsewhere in float32."""
         import torch
 
         self.device = torch.device(device)
         half = self.device.type == "cuda"
         self.net.to(self.device, torch.float16 if half else torch.float32)
-        self.decode_batch = 100 if half else type(self).decode_batch
         return self
 
     def weights_sha256(self) -> str:
