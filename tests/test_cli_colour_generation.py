@@ -88,3 +88,41 @@ def test_the_validity_proxies_train_on_colour_images(capsys, tmp_path, colour):
                     tmp_path / "validators", "--epochs", 1, "--oracle-epochs", 1, "--device", "cpu")
     assert card["oracle"]["arch"] == "resnet20"  # the zoo's network for 3×32×32: LeNet-4 takes 28×28 grey only
     assert (tmp_path / "validators" / "selforacle").is_dir() and (tmp_path / "validators" / "daiv").is_dir()
+
+
+def test_a_generated_colour_sets_misbehaviours_retrain_the_model(capsys, tmp_path, colour):
+    """`retrain --pool` with a generated set: its misbehaviours (found, and wrong for the model) are the candidates,
+    labelled with their intended class and scored as their own clean inputs; the rest of the set is left out."""
+    from workbench.core.models.model_io import load_model
+    from workbench.core.project.folder import Project
+    from workbench.core.testsets import save_testset
+
+    data, model = colour
+    project = Project.create(tmp_path / "project", str(data))
+    with np.load(data) as f:
+        seeds, labels = f["x_test"][:24].astype(np.float32) / 255, f["y_test"][:24]
+    x = seeds[:, [1, 2, 0]]  # each colour's channels rotated: a hue a third of the wheel away, mostly misread
+    with torch.no_grad():
+        predicted = load_model(str(model)).module(torch.from_numpy(x)).argmax(1).numpy()
+    found = np.arange(24) % 4 != 3  # the search's verdict, kept apart from the prediction to test both
+    save_testset(project, "generated-blocks", {
+        "x": x, "y": labels, "seed_x": seeds, "found": found, "predicted": predicted,
+        "generator": np.array(["gan-a"] * 12 + ["gan-b"] * 12), "seed": np.arange(24) % 12,
+        "kind": np.array(["gan"] * 24), "extent": np.array(["high"] * 24), "generations": np.full(24, 5),
+        "finished": np.ones(24, bool), "fitness": np.zeros((24, 5), np.float32)},
+        role="generated", dataset=str(data), model="cnn", model_fingerprint=load_model(str(model)).fingerprint())
+    misbehaviours = int(np.sum(found & (predicted != labels)))
+    assert misbehaviours >= 10, predicted
+    result = run_json(capsys, "retrain", "--model", model, "--data", data, "--project", tmp_path / "project",
+                      "--pool", "generated-blocks", "--strategy", "be-st", "--budget", 4, "--epochs", 1,
+                      "--report-inputs", 16, "--device", "cpu")
+    setup = result["setup"]
+    assert setup["pool"]["candidates"] == misbehaviours and setup["pool"]["by_attack"] == {"generated": misbehaviours}
+    assert setup["selectable"] + setup["heldout"] == misbehaviours and setup["heldout"] >= 1
+    (row,) = result["rows"]
+    assert row["selected"] == 4 and 0 <= row["clean_accuracy"] <= 1
+    assert row["selected_fol_mean"] > 0  # ε‖∇‖₁: against the seeds (far outside their ε-balls) it was negative
+
+    rc, _, err = run_cli(capsys, "retrain", "--model", model, "--data", data, "--project", tmp_path / "project",
+                         "--pool", "generated-none", "--strategy", "be-st", "--budget", 1, "--device", "cpu")
+    assert_clean_failure(rc, err, "no pool or generated set named 'generated-none'", "generated-blocks")

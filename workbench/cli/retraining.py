@@ -41,6 +41,7 @@ from workbench.cli.robustness_options import (
     check_checkpoint_and_preset,
     check_pool_dataset,
     check_pool_model,
+    load_generated_misbehaviours,
     load_pool,
     parse_budget,
     parse_seeds,
@@ -64,7 +65,7 @@ def add_parsers(sub) -> None:
     add_model_data(rt)
     add_grid_options(rt, strategies=None, budgets=None)
     rt.add_argument("--pool", metavar="NAME", help="use this candidate pool of --project instead of attacking the "
-                                                   "training set")
+                                                   "training set; a generated set gives its misbehaviours")
     rt.add_argument("--out", metavar="MODEL.pt", type=output_file, help="save the retrained model (exactly one run)")
     rt.add_argument("--name", help="name of the run stored with --project")
     add_loading(rt)
@@ -143,12 +144,19 @@ def _setup_lines(summary: dict, checkpoint_mode: str) -> list[str]:
 
 
 def cmd_retrain(args) -> int:
+    import numpy as np
+
     from workbench.core.robustness.experiment import (
         ExperimentResult,
         prepare,
         run_strategy,
     )
-    from workbench.core.robustness.pool import holdout
+    from workbench.core.robustness.pool import (
+        GENERATED,
+        generated_candidates,
+        generated_misbehaviours,
+        held_out_split,
+    )
     from workbench.core.robustness.retraining import get_preset
     from workbench.core.robustness.selection import resolve_budget
 
@@ -173,15 +181,23 @@ def cmd_retrain(args) -> int:
     dataset.split("test")
     target = ProjectTarget(args.project, required=bool(args.pool), what="--pool")
     key = dataset.spec
-    pool = None
+    pool = generated = None
     if args.pool:
-        pool = load_pool(target.project, args.pool)
-        check_pool_model(pool, model, args.pool)
-        check_pool_dataset(pool, dataset, args.pool)
-        eps, eps_source = resolve_eps(args, dataset, pool.params.get("eps"), f"Pool {args.pool!r}")
-        if len(pool) == 0:
-            raise error(f"Pool {args.pool!r} is empty.", "Make a pool with candidates first.")
-        selectable = len(holdout(pool, 0.1, seeds[0])[0]) if args.checkpoint == "clean" else len(pool)
+        generated = load_generated_misbehaviours(target.project, args.pool, model, dataset)
+        if generated is not None:  # its misbehaviours become the pool, scored when the job starts
+            eps, eps_source = resolve_eps(args, dataset)
+            source = generated_misbehaviours(generated)[1]
+            candidates = (source, np.full(len(source), GENERATED))
+        else:
+            pool = load_pool(target.project, args.pool)
+            check_pool_model(pool, model, args.pool)
+            check_pool_dataset(pool, dataset, args.pool)
+            eps, eps_source = resolve_eps(args, dataset, pool.params.get("eps"), f"Pool {args.pool!r}")
+            if len(pool) == 0:
+                raise error(f"Pool {args.pool!r} is empty.", "Make a pool with candidates first.")
+            candidates = (pool.source_index, pool.attack)
+        size = len(candidates[0])
+        selectable = len(held_out_split(*candidates, 0.1, seeds[0])[0]) if args.checkpoint == "clean" else size
         for b in budgets:
             if resolve_budget(b, selectable) > selectable:
                 raise error(f"The budget {b} is larger than the {selectable:,} selectable candidates of pool "
@@ -193,14 +209,19 @@ def cmd_retrain(args) -> int:
     name = args.name or f"retrain-{model.name}-{'+'.join(strategies)}-{'+'.join(str(b) for b in budgets)}"
 
     def job(ctx):
-        stages = len(grid) + 1
-        setup = prepare(ctx.stage(0, stages, "setup"), model, dataset, eps, seed=seeds[0],
-                        checkpoint_mode=args.checkpoint, pool=pool, pool_inputs=args.pool_inputs,
+        first = int(generated is not None)  # a stage for scoring the generated set's misbehaviours
+        stages = first + len(grid) + 1
+        candidates = pool
+        if generated is not None:
+            candidates = generated_candidates(ctx.stage(0, stages, "scoring the generated set"), model, generated,
+                                              eps, what=f"generated set {args.pool!r}")
+        setup = prepare(ctx.stage(first, stages, "setup"), model, dataset, eps, seed=seeds[0],
+                        checkpoint_mode=args.checkpoint, pool=candidates, pool_inputs=args.pool_inputs,
                         report_subset=args.report_inputs)
         rows, tuned = [], None
         for k, (strategy, budget, seed) in enumerate(grid):
-            row, tuned = run_strategy(ctx.stage(k + 1, stages, f"run {k + 1}/{len(grid)}"), setup, strategy, budget,
-                                      seed, preset=args.preset, epochs=args.epochs)
+            row, tuned = run_strategy(ctx.stage(first + k + 1, stages, f"run {k + 1}/{len(grid)}"), setup, strategy,
+                                      budget, seed, preset=args.preset, epochs=args.epochs)
             rows.append(row)
             if not args.json:
                 say(holder, _row_line(row), sys.stderr)

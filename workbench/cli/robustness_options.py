@@ -114,16 +114,50 @@ def save_pool(project, name: str, pool, **how) -> str:
 
 
 def load_pool(project, name: str):
-    """The pool `name` of `project`; a clear error naming the pools there when it has none of that name."""
+    """The pool `name` of `project`; a clear error naming the pools (and generated sets) there when it has none
+    of that name."""
+    from workbench.core.generation.generated import ROLE as GENERATED_ROLE
     from workbench.core.robustness import pool as pools
 
     if name not in project.artifacts():
-        pools = [n for n, e in project.artifacts("testset").items()
-                 if e.get("provenance", {}).get("role") == "candidate-pool"]
-        raise error(f"The project has no pool named {name!r}.",
-                    f"Pools in {project.folder}: {', '.join(pools)}." if pools else
-                    "Make one with `workbench attack --project DIR`.")
+        roles = {n: e.get("provenance", {}).get("role") for n, e in project.artifacts("testset").items()}
+        usable = [n for n, role in roles.items() if role in ("candidate-pool", GENERATED_ROLE)]
+        raise error(f"The project has no pool or generated set named {name!r}.",
+                    f"Pools and generated sets in {project.folder}: {', '.join(usable)}." if usable else
+                    "Make a pool with `workbench attack --project DIR`, or a generated set with `workbench "
+                    "generate --project DIR`.")
     return pools.load_pool(project, name)
+
+
+def load_generated_misbehaviours(project, name: str, model, dataset) -> dict | None:
+    """The arrays of the generated set `name` of `project` (None when `name` is not a generated set), checked
+    against the model and the data it is to retrain, and holding at least one misbehaviour of that model."""
+    from workbench.core.errors import WorkbenchError
+    from workbench.core.execution.jobs import JobContext
+    from workbench.core.generation.generated import ROLE as GENERATED_ROLE
+    from workbench.core.generation.generated import load_generated
+    from workbench.core.robustness.pool import generated_misbehaviours
+
+    entry = project.artifacts("testset").get(name)
+    how = (entry or {}).get("provenance", {})
+    if how.get("role") != GENERATED_ROLE:
+        return None
+    try:
+        arrays = load_generated(JobContext("cpu").quiet(), project, name).arrays
+    except WorkbenchError as exc:
+        raise error(exc.message, exc.hint) from None
+    stored = how.get("model_fingerprint")
+    if stored and stored != model.fingerprint():
+        raise error(f"Generated set {name!r} was searched against model {how.get('model')!r} with other weights "
+                    f"than {model.name!r}: its misbehaviours are that model's.",
+                    "Retrain the model the set was generated for, or generate a set for this one.")
+    if how.get("dataset") and how["dataset"] != dataset.spec:
+        raise error(f"Generated set {name!r} was made for dataset {how['dataset']!r}, not {dataset.spec!r}.",
+                    f"Pass --data {how['dataset']}.")
+    if not len(generated_misbehaviours(arrays)[0]):
+        raise error(f"Generated set {name!r} holds no misbehaviour of {model.name!r} to retrain with.",
+                    "Generate with a larger budget or more seeds, or choose another set.")
+    return arrays
 
 
 def check_pool_model(pool, model, name: str) -> None:

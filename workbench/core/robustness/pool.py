@@ -193,6 +193,40 @@ def fuzzer_candidates(ctx, model, tests, x0, eps: float, loss_mode: str = "logit
                          probs, {"eps": eps, "loss_mode": loss_mode, "what": what})
 
 
+#: the `attack` of a generated set's misbehaviours in a pool
+GENERATED = "generated"
+
+
+def generated_misbehaviours(arrays: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, source_index) of a generated set's misbehaviours (`arrays`: its `x`, `y`, `found`, `predicted`,
+    `generator` and `seed`): the inputs the search found and the model gets wrong. Each seed of each generator is
+    one source for the held-out split; their indices are negative (−1, −2, …), so that they never meet a training
+    image's index when the candidates join an attack pool."""
+    y = np.asarray(arrays["y"], dtype=np.int64)
+    rows = np.flatnonzero(np.asarray(arrays["found"], dtype=bool) & (np.asarray(arrays["predicted"]) != y))
+    origins = [f"{g}\0{s}" for g, s in zip(np.asarray(arrays["generator"])[rows], np.asarray(arrays["seed"])[rows])]
+    _, source = np.unique(np.array(origins, dtype=str), return_inverse=True)
+    return rows, -1 - source.reshape(-1).astype(np.int64)
+
+
+def generated_candidates(ctx, model, arrays: dict, eps: float, loss_mode: str = "logits", batch_size: int = 256,
+                         what: str = "a generated set") -> CandidatePool:
+    """A generated set's misbehaviours (`generated_misbehaviours`) as pool candidates (attack "generated"),
+    labelled with the class they were generated as and scored like an attack's candidates, each as its own clean
+    input: FOL∞ = ε·‖∇ₓℓ‖₁, how much its loss can still rise within ε. Not against its seed's image: the search
+    moves in latent space, so an input lies far outside any ε-ball of its seed, and the first-order term toward
+    the seed, −∇ₓℓ·(x − x₀), approximates nothing there (it made FOL∞ negative on a colour set)."""
+    rows, source = generated_misbehaviours(arrays)
+    if not len(rows):
+        raise WorkbenchError(f"{what[:1].upper()}{what[1:]} holds no misbehaviour of the model to retrain with.",
+                             "Generate with a larger budget or more seeds, or choose another set.")
+    x = np.asarray(arrays["x"], dtype=np.float32)[rows]
+    y = np.asarray(arrays["y"], dtype=np.int64)[rows]
+    scores, probs = score_candidates(ctx, model, x, y, x, eps, loss_mode, batch_size)
+    return CandidatePool(x, y, source, np.full(len(rows), GENERATED), scores, probs,
+                         {"eps": eps, "loss_mode": loss_mode, "what": what})
+
+
 def merge_pools(first: CandidatePool, second: CandidatePool) -> CandidatePool:
     """One pool from two (e.g. attacks and fuzzer tests); both must score FOL the same way."""
     for key in ("eps", "loss_mode"):
@@ -215,14 +249,22 @@ def holdout(pool: CandidatePool, fraction: float = 0.1, seed: int = 0) -> tuple[
     Grouping by source image keeps both attack versions of an input on one side; stratifying by the
     set of attacks that succeeded on it keeps the FGSM/PGD mix of both sides alike.
     """
+    return held_out_split(pool.source_index, pool.attack, fraction, seed)
+
+
+def held_out_split(source_index, attack, fraction: float = 0.1,
+                   seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """`holdout` of candidates given by their source indices and attacks (before they are scored)."""
     if not 0.0 < fraction < 1.0:
         raise WorkbenchError(f"The held-out fraction {fraction} is not between 0 and 1.", "Use e.g. 0.1.")
     rng = np.random.default_rng(seed)
-    sources, inverse = np.unique(pool.source_index, return_inverse=True)
+    attack = np.asarray(attack)
+    sources, inverse = np.unique(np.asarray(source_index), return_inverse=True)
+    inverse = inverse.reshape(-1)
     signature = np.zeros(len(sources), dtype=np.int64)
-    for k, name in enumerate(sorted(set(pool.attack.tolist()))):
+    for k, name in enumerate(sorted(set(attack.tolist()))):
         hit = np.zeros(len(sources), dtype=bool)
-        hit[inverse[pool.attack == name]] = True
+        hit[inverse[attack == name]] = True
         signature |= hit.astype(np.int64) << k
     held_sources = np.zeros(len(sources), dtype=bool)
     for value in np.unique(signature):
