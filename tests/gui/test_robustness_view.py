@@ -210,6 +210,48 @@ def check_convergence_rounds_and_fuzzing(qtbot, window):
     assert "fuzz-tests" in roles
 
 
+def check_a_generated_set_joins_the_pool(qtbot, window):
+    """A generated set saved in the project is offered by "Add generated set"; its misbehaviours (found, and wrong
+    for the model) join the pool as attack "generated", selectable, and have their own histogram."""
+    import torch
+
+    from workbench.core.testsets import save_testset
+
+    view = window.views["robustness"]
+    setup = view.base.setup
+    test = setup.dataset.split("test")
+    seeds = test.numpy(np.arange(16))
+    x = np.clip(1.0 - seeds, 0, 1).astype(np.float32)  # negatives: LeNet-5 reads most of them as another class
+    y = np.asarray(test.labels[:16], dtype=np.int64)
+    with torch.no_grad():
+        predicted = setup.model.module(torch.from_numpy(x)).argmax(1).numpy()
+    found = np.arange(16) % 2 == 0
+    save_testset(window.session.project, "generated-negatives", {
+        "x": x, "y": y, "seed_x": seeds, "found": found, "predicted": predicted,
+        "generator": np.array(["vae"] * 16), "seed": np.arange(16), "kind": np.array(["vae"] * 16),
+        "extent": np.array(["high"] * 16), "generations": np.full(16, 3), "finished": np.ones(16, bool),
+        "fitness": np.zeros((16, 3), np.float32)}, role="generated", dataset=setup.dataset.spec,
+        model=setup.model.name, model_fingerprint=setup.model.fingerprint())
+    misbehaviours = int(np.sum(found & (predicted != y)))
+    assert misbehaviours > 0
+    before = len(setup.pool)
+    menu = view.generated_button.menu()
+    menu.aboutToShow.emit()
+    (action,) = [a for a in menu.actions() if a.text() == "generated-negatives"]
+    assert action.isEnabled()
+    action.trigger()
+    qtbot.waitUntil(lambda: "generated" not in view.jobs and idle(window), timeout=60000)
+    pool = view.base.setup.pool
+    rows = np.flatnonzero(pool.attack == "generated")
+    assert len(pool) == before + misbehaviours and len(rows) == misbehaviours
+    assert set(rows) <= set(view.base.setup.selectable) and np.all(pool.scores["fol_linf"][rows] > 0)
+    assert "generated" in view.histogram.names and len(view.histogram.values["generated"]) == misbehaviours
+    assert "generated" in view.summary.text().lower()
+    menu.aboutToShow.emit()
+    (action,) = [a for a in menu.actions() if a.text() == "generated-negatives"]
+    assert not action.isEnabled()  # in the pool already
+
+
 def check_bad_budgets_are_refused(qtbot, window, error_dialogs):
     view = window.views["robustness"]
     for text, message in (("two", "not a number"), ("0", "between 0 and 100"), ("", "No budget")):
@@ -237,6 +279,7 @@ def test_retraining_convergence_fuzzing_and_bad_budgets(qtbot, robustness_window
     check_bad_budgets_are_refused(qtbot, robustness_window, error_dialogs)
     check_retraining_from_the_panel_updates_the_curve(qtbot, robustness_window)
     check_convergence_rounds_and_fuzzing(qtbot, robustness_window)
+    check_a_generated_set_joins_the_pool(qtbot, robustness_window)
 
 
 def test_a_dataset_without_a_train_split_is_explained(qtbot, settled_window):

@@ -135,25 +135,19 @@ def load_generated_misbehaviours(project, name: str, model, dataset) -> dict | N
     from workbench.core.errors import WorkbenchError
     from workbench.core.execution.jobs import JobContext
     from workbench.core.generation.generated import ROLE as GENERATED_ROLE
-    from workbench.core.generation.generated import load_generated
+    from workbench.core.generation.generated import generated_for_model
     from workbench.core.robustness.pool import generated_misbehaviours
 
-    entry = project.artifacts("testset").get(name)
-    how = (entry or {}).get("provenance", {})
+    how = (project.artifacts("testset").get(name) or {}).get("provenance", {})
     if how.get("role") != GENERATED_ROLE:
         return None
-    try:
-        arrays = load_generated(JobContext("cpu").quiet(), project, name).arrays
-    except WorkbenchError as exc:
-        raise error(exc.message, exc.hint) from None
-    stored = how.get("model_fingerprint")
-    if stored and stored != model.fingerprint():
-        raise error(f"Generated set {name!r} was searched against model {how.get('model')!r} with other weights "
-                    f"than {model.name!r}: its misbehaviours are that model's.",
-                    "Retrain the model the set was generated for, or generate a set for this one.")
     if how.get("dataset") and how["dataset"] != dataset.spec:
         raise error(f"Generated set {name!r} was made for dataset {how['dataset']!r}, not {dataset.spec!r}.",
                     f"Pass --data {how['dataset']}.")
+    try:
+        arrays = generated_for_model(JobContext("cpu").quiet(), project, name, model)
+    except WorkbenchError as exc:
+        raise error(exc.message, exc.hint) from None
     if not len(generated_misbehaviours(arrays)[0]):
         raise error(f"Generated set {name!r} holds no misbehaviour of {model.name!r} to retrain with.",
                     "Generate with a larger budget or more seeds, or choose another set.")

@@ -261,6 +261,19 @@ def load_generated(ctx: JobContext, project, name: str) -> GenerationResult:
                             summary or summary_rows(arrays), str(how.get("dataset", "")))
 
 
+def generated_for_model(ctx: JobContext, project, name: str, model) -> dict:
+    """The arrays of the generated set `name` of `project`, refused when it was searched against other weights
+    than `model`'s: its misbehaviours are the searched model's (retraining takes them as that model's)."""
+    result = load_generated(ctx, project, name)
+    how = project.load_artifact(name, kind="testset").provenance
+    stored = how.get("model_fingerprint")
+    if stored and stored != model.fingerprint():
+        raise WorkbenchError(f"Generated set {name!r} was searched against model {how.get('model')!r} with other "
+                             f"weights than {model.name!r}: its misbehaviours are that model's.",
+                             "Use the model the set was generated for, or generate a set for this one.")
+    return result.arrays
+
+
 def safe_name(text: str) -> str:
     """`text` as one file-name part: its last path component, with anything but letters, digits, '.', '-'
     and '_' replaced (a generator named by its folder's path stays inside the export folder)."""

@@ -256,16 +256,24 @@ class FuzzRun:
 
 def join_fuzzer_tests(ctx: JobContext, base: RobustnessBase, tests, seeds: np.ndarray) -> RobustnessBase:
     """A copy of `base` whose pool also holds the fuzzer's tests, scored like the attacks' candidates
-    (docs/methods/fol-and-selection.md#candidate-pool).
-
-    The tests become selectable (none are held out: checkpointing keeps the held-out part of the
-    attacks' pool). The original set-up is left as it is, so jobs still using it are not disturbed.
-    """
-    from workbench.core.robustness.pool import fuzzer_candidates, merge_pools
+    (docs/methods/fol-and-selection.md#candidate-pool)."""
+    from workbench.core.robustness.pool import fuzzer_candidates
 
     setup = base.setup
     loss_mode = setup.pool.params.get("loss_mode", "logits")
-    pool = merge_pools(setup.pool, fuzzer_candidates(ctx, setup.model, tests, seeds, setup.eps, loss_mode))
+    return join_pool(base, fuzzer_candidates(ctx, setup.model, tests, seeds, setup.eps, loss_mode))
+
+
+def join_pool(base: RobustnessBase, candidates) -> RobustnessBase:
+    """A copy of `base` whose pool also holds `candidates` (fuzzer tests, a generated set's misbehaviours).
+
+    They become selectable (none are held out: checkpointing keeps the held-out part of the attacks'
+    pool). The original set-up is left as it is, so jobs still using it are not disturbed.
+    """
+    from workbench.core.robustness.pool import merge_pools
+
+    setup = base.setup
+    pool = merge_pools(setup.pool, candidates)
     selectable = np.concatenate([setup.selectable, np.arange(len(setup.pool), len(pool))])
     return replace(base, setup=replace(setup, pool=pool, selectable=selectable, covers=None))
 

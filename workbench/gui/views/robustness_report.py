@@ -19,7 +19,8 @@ def convergence_series(rows: list[dict], running: bool = False, title: str = CON
 def baseline_text(setup) -> str:
     """One line on the pools and the original model's robustness."""
     b = setup.baseline
-    counts = ", ".join(f"{n:,} {a.upper()}" for a, n in setup.pool.attack_counts().items())
+    counts = ", ".join(f"{n:,} {a.upper() if a in ('fgsm', 'pgd') else a}"
+                       for a, n in setup.pool.attack_counts().items())
     static = b.get("static_ae_accuracy")
     return (f"Pool: {len(setup.pool):,} successful adversarials ({counts}) at ε = {setup.eps:g}; "
             f"{len(setup.selectable):,} selectable, {len(setup.heldout):,} held out for checkpointing; "

@@ -48,6 +48,7 @@ from workbench.core.robustness.experiment_report import (
     experiment_series,
     strategy_title,
 )
+from workbench.core.robustness.pool import GENERATED
 from workbench.gui.session.jobs import INTERACTIVE, LONG
 from workbench.gui.session.keyed_jobs import KeyedJobs
 from workbench.gui.session.selection import Selection
@@ -147,6 +148,14 @@ class RobustnessView(QWidget):
         self.select_timer.timeout.connect(self.preview_selection)
         self.strategy_box.currentIndexChanged.connect(lambda _: self.select_timer.start())
         self.budget_box.valueChanged.connect(lambda _: self.select_timer.start())
+        self.generated_button = QToolButton()
+        self.generated_button.setObjectName("addGeneratedButton")
+        self.generated_button.setText("Add generated set")
+        self.generated_button.setToolTip("Add the misbehaviours of one of the project's generated sets to the pool, "
+                                         "labelled with the class they were generated as, to select and retrain with")
+        self.generated_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.generated_button.setMenu(QMenu(self))
+        self.generated_button.menu().aboutToShow.connect(self._list_generated_sets)
         self.export_button = QToolButton()
         self.export_button.setText("Export")
         self.export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
@@ -161,6 +170,7 @@ class RobustnessView(QWidget):
             controls.addWidget(widget)
             controls.addSpacing(6)
         controls.addStretch(1)
+        controls.addWidget(self.generated_button)
         controls.addWidget(self.export_button)
         self.summary = QLabel()
         self.summary.setObjectName("robustnessSummary")
@@ -336,6 +346,8 @@ class RobustnessView(QWidget):
             sets[f"{attack.upper()} (train pool)"] = pool.scores["fol_linf"][pool.attack == attack]
         if self.fuzzed is not None and len(self.fuzzed):
             sets["fuzzed"] = self.fuzzed.fol_linf
+        if np.any(pool.attack == GENERATED):
+            sets["generated"] = pool.scores["fol_linf"][pool.attack == GENERATED]
         self.histogram.set_sets(fol_kind_label("fol_linf", base.setup.eps), sets)
         if self.picked is not None:
             self.histogram.mark_selected(self.picked.scores["fol_linf"],
@@ -569,6 +581,50 @@ class RobustnessView(QWidget):
         if self.base is not None:
             self._draw_histograms()
 
+    # --- generated sets --------------------------------------------------------------------------------
+
+    def _list_generated_sets(self) -> None:
+        """The project's generated sets, each an action that adds its misbehaviours to the pool."""
+        from workbench.core.generation.generated import ROLE
+        from workbench.core.testsets import list_testsets
+
+        menu = self.generated_button.menu()
+        menu.clear()
+        project = self.session.project
+        names = [t.name for t in list_testsets(project) if t.source.role == ROLE and not t.problem] if project else []
+        pool = self.base.setup.pool if self.base is not None else None
+        for name in names:
+            action = menu.addAction(name, lambda name=name: self.add_generated_set(name))
+            action.setEnabled(pool is not None and name not in pool.params.get("joined_sets", ()))
+        if not names:
+            menu.addAction("No generated sets in this project (make one in the Generation view)").setEnabled(False)
+        elif pool is None:
+            menu.addAction("The pool is not ready yet").setEnabled(False)
+
+    def add_generated_set(self, name: str) -> None:
+        """Score the misbehaviours of the generated set `name` and add them to a copy of the pool."""
+        if self.base is None or self.jobs.running("generated"):
+            return
+        before = self.base
+        job = self.jobs.run("generated", f"Add {name} to the pool", join_generated_set, before, name,
+                            project=self.session.project, lane=INTERACTIVE, view="robustness")
+        self._track("generated", job, lambda base, exc: self._generated_added(before, base, exc, name))
+        self.generated_button.setEnabled(False)
+
+    def _generated_added(self, before, base, exc: BaseException | None, name: str) -> None:
+        self.generated_button.setEnabled(True)
+        if base is None:
+            if exc is not None:
+                self.summary.setText(baseline_text(before.setup) + f" {name} was not added: {error_text(exc)}")
+            return
+        if self.base is not before:  # the set-up changed meanwhile: the joined copy belongs to the old one
+            return
+        self.base = base
+        self.summary.setText(baseline_text(base.setup))
+        self._draw_histograms()
+        self.preview_selection()
+        self.update_retraining_estimate()
+
     # --- jobs and export -------------------------------------------------------------------------------
 
     def _if_current(self, what: str, job, slot):
@@ -610,3 +666,17 @@ class RobustnessView(QWidget):
 
     def status_text(self) -> str:
         return self.summary.text()
+
+
+def join_generated_set(ctx, base: study.RobustnessBase, name: str, project=None) -> study.RobustnessBase:
+    """`base` with the misbehaviours of the project's generated set `name` in its pool (attack "generated")."""
+    from workbench.core.generation.generated import generated_for_model
+    from workbench.core.robustness.pool import generated_candidates
+
+    setup = base.setup
+    arrays = generated_for_model(ctx.stage(0, 2, f"reading {name}"), project, name, setup.model)
+    candidates = generated_candidates(ctx.stage(1, 2, "scoring its misbehaviours"), setup.model, arrays, setup.eps,
+                                      setup.pool.params.get("loss_mode", "logits"), what=f"generated set {name!r}")
+    joined = study.join_pool(base, candidates)
+    joined.setup.pool.params["joined_sets"] = [*setup.pool.params.get("joined_sets", []), name]
+    return joined
