@@ -189,7 +189,7 @@ def cmd_retrain(args) -> int:
             source = generated_misbehaviours(generated)[1]
             candidates = (source, np.full(len(source), GENERATED))
         else:
-            pool = load_pool(target.project, args.pool)
+            pool = load_pool(target.project, args.pool, generated_too=True)
             check_pool_model(pool, model, args.pool)
             check_pool_dataset(pool, dataset, args.pool)
             eps, eps_source = resolve_eps(args, dataset, pool.params.get("eps"), f"Pool {args.pool!r}")

@@ -113,19 +113,20 @@ def save_pool(project, name: str, pool, **how) -> str:
     return name
 
 
-def load_pool(project, name: str):
-    """The pool `name` of `project`; a clear error naming the pools (and generated sets) there when it has none
-    of that name."""
+def load_pool(project, name: str, generated_too: bool = False):
+    """The pool `name` of `project`; a clear error naming the pools there (and, for a command that takes them,
+    the generated sets) when it has none of that name."""
     from workbench.core.generation.generated import ROLE as GENERATED_ROLE
     from workbench.core.robustness import pool as pools
 
     if name not in project.artifacts():
-        roles = {n: e.get("provenance", {}).get("role") for n, e in project.artifacts("testset").items()}
-        usable = [n for n, role in roles.items() if role in ("candidate-pool", GENERATED_ROLE)]
-        raise error(f"The project has no pool or generated set named {name!r}.",
-                    f"Pools and generated sets in {project.folder}: {', '.join(usable)}." if usable else
-                    "Make a pool with `workbench attack --project DIR`, or a generated set with `workbench "
-                    "generate --project DIR`.")
+        roles = ("candidate-pool", GENERATED_ROLE) if generated_too else ("candidate-pool",)
+        usable = [n for n, e in project.artifacts("testset").items() if e.get("provenance", {}).get("role") in roles]
+        what = "pool or generated set" if generated_too else "pool"
+        raise error(f"The project has no {what} named {name!r}.",
+                    f"{what[:1].upper()}{what[1:]}s in {project.folder}: {', '.join(usable)}." if usable else
+                    "Make a pool with `workbench attack --project DIR`" + (
+                        ", or a generated set with `workbench generate --project DIR`." if generated_too else "."))
     return pools.load_pool(project, name)
 
 
