@@ -48,6 +48,7 @@ import torch  # noqa: E402
 
 from workbench.core.data.registry import load_dataset  # noqa: E402
 from workbench.core.execution.jobs import JobContext  # noqa: E402
+from workbench.core.generation.assessment import decode_in_batches  # noqa: E402
 from workbench.core.generation.storage import load_generator  # noqa: E402
 from workbench.core.generation.tig import ELITE, POPULATION, draw_seeds, extent_of, search  # noqa: E402
 from workbench.core.models.model_io import load_model  # noqa: E402
@@ -121,9 +122,6 @@ def floor_by_generation(generator, classifier, seeds, results, device) -> float:
     """Decode and classify, generation by generation, as many individuals as the search had searching in each
     (25 per seed still searching), in the generator's `decode_batch` pieces: the search's own floor, as a
     generation cannot start before the one it breeds from has been judged."""
-    from workbench.core.execution.jobs import JobContext
-    from workbench.core.generation.assessment import decode_in_batches
-
     sizes = [POPULATION * sum(1 for r in results if r.generations >= g)
              for g in range(1, max((r.generations for r in results), default=0) + 1)]
     z = torch.from_numpy(np.repeat(seeds.genomes[:1], max(sizes, default=1), axis=0))

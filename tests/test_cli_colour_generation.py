@@ -105,12 +105,17 @@ def test_a_generated_colour_sets_misbehaviours_retrain_the_model(capsys, tmp_pat
     with torch.no_grad():
         predicted = load_model(str(model)).module(torch.from_numpy(x)).argmax(1).numpy()
     found = np.arange(24) % 4 != 3  # the search's verdict, kept apart from the prediction to test both
-    save_testset(project, "generated-blocks", {
-        "x": x, "y": labels, "seed_x": seeds, "found": found, "predicted": predicted,
-        "generator": np.array(["gan-a"] * 12 + ["gan-b"] * 12), "seed": np.arange(24) % 12,
-        "kind": np.array(["gan"] * 24), "extent": np.array(["high"] * 24), "generations": np.full(24, 5),
-        "finished": np.ones(24, bool), "fitness": np.zeros((24, 5), np.float32)},
-        role="generated", dataset=str(data), model="cnn", model_fingerprint=load_model(str(model)).fingerprint())
+    fingerprint = load_model(str(model)).fingerprint()
+
+    def save(name, found=found, **how):
+        save_testset(project, name, {
+            "x": x, "y": labels, "seed_x": seeds, "found": found, "predicted": predicted,
+            "generator": np.array(["gan-a"] * 12 + ["gan-b"] * 12), "seed": np.arange(24) % 12,
+            "kind": np.array(["gan"] * 24), "extent": np.array(["high"] * 24), "generations": np.full(24, 5),
+            "finished": np.ones(24, bool), "fitness": np.zeros((24, 5), np.float32)},
+            **{"role": "generated", "dataset": str(data), "model": "cnn", "model_fingerprint": fingerprint, **how})
+
+    save("generated-blocks")
     misbehaviours = int(np.sum(found & (predicted != labels)))
     assert misbehaviours >= 10, predicted
     result = run_json(capsys, "retrain", "--model", model, "--data", data, "--project", tmp_path / "project",
@@ -123,6 +128,14 @@ def test_a_generated_colour_sets_misbehaviours_retrain_the_model(capsys, tmp_pat
     assert row["selected"] == 4 and 0 <= row["clean_accuracy"] <= 1
     assert row["selected_fol_mean"] > 0  # ε‖∇‖₁: against the seeds (far outside their ε-balls) it was negative
 
-    rc, _, err = run_cli(capsys, "retrain", "--model", model, "--data", data, "--project", tmp_path / "project",
-                         "--pool", "generated-none", "--strategy", "be-st", "--budget", 1, "--device", "cpu")
-    assert_clean_failure(rc, err, "no pool or generated set named 'generated-none'", "generated-blocks")
+    # sets that cannot retrain this model on this data are refused before any work, in words
+    save("generated-other-weights", model_fingerprint="0" * 64)
+    save("generated-other-data", dataset=str(tmp_path / "elsewhere.npz"))
+    save("generated-nothing-found", found=np.zeros(24, bool))
+    for name, words in (("generated-none", ("no pool or generated set named 'generated-none'", "generated-blocks")),
+                        ("generated-other-weights", ("other weights", "generated for")),
+                        ("generated-other-data", ("made for dataset", "elsewhere.npz")),
+                        ("generated-nothing-found", ("no misbehaviour", "larger budget"))):
+        rc, _, err = run_cli(capsys, "retrain", "--model", model, "--data", data, "--project", tmp_path / "project",
+                             "--pool", name, "--strategy", "be-st", "--budget", 1, "--device", "cpu")
+        assert_clean_failure(rc, err, *words)

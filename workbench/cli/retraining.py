@@ -187,7 +187,7 @@ def cmd_retrain(args) -> int:
         if generated is not None:  # its misbehaviours become the pool, scored when the job starts
             eps, eps_source = resolve_eps(args, dataset)
             source = generated_misbehaviours(generated)[1]
-            candidates = (source, np.full(len(source), GENERATED))
+            grouping = (source, np.full(len(source), GENERATED))  # what the held-out split groups by
         else:
             pool = load_pool(target.project, args.pool, generated_too=True)
             check_pool_model(pool, model, args.pool)
@@ -195,9 +195,9 @@ def cmd_retrain(args) -> int:
             eps, eps_source = resolve_eps(args, dataset, pool.params.get("eps"), f"Pool {args.pool!r}")
             if len(pool) == 0:
                 raise error(f"Pool {args.pool!r} is empty.", "Make a pool with candidates first.")
-            candidates = (pool.source_index, pool.attack)
-        size = len(candidates[0])
-        selectable = len(held_out_split(*candidates, 0.1, seeds[0])[0]) if args.checkpoint == "clean" else size
+            grouping = (pool.source_index, pool.attack)
+        size = len(grouping[0])
+        selectable = len(held_out_split(*grouping, 0.1, seeds[0])[0]) if args.checkpoint == "clean" else size
         for b in budgets:
             if resolve_budget(b, selectable) > selectable:
                 raise error(f"The budget {b} is larger than the {selectable:,} selectable candidates of pool "

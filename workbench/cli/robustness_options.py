@@ -139,14 +139,10 @@ def load_generated_misbehaviours(project, name: str, model, dataset) -> dict | N
     from workbench.core.generation.generated import generated_for_model
     from workbench.core.robustness.pool import generated_misbehaviours
 
-    how = (project.artifacts("testset").get(name) or {}).get("provenance", {})
-    if how.get("role") != GENERATED_ROLE:
+    if project.artifacts("testset").get(name, {}).get("provenance", {}).get("role") != GENERATED_ROLE:
         return None
-    if how.get("dataset") and how["dataset"] != dataset.spec:
-        raise error(f"Generated set {name!r} was made for dataset {how['dataset']!r}, not {dataset.spec!r}.",
-                    f"Pass --data {how['dataset']}.")
     try:
-        arrays = generated_for_model(JobContext("cpu").quiet(), project, name, model)
+        arrays = generated_for_model(JobContext("cpu").quiet(), project, name, model, dataset)
     except WorkbenchError as exc:
         raise error(exc.message, exc.hint) from None
     if not len(generated_misbehaviours(arrays)[0]):

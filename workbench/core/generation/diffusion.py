@@ -121,13 +121,9 @@ class ConditionalDiffusion(Generator):
         return max(1, 250 * 28 * 28 // (height * width))
 
     def ddim(self):
-        """The DDIM sampler for the configured steps, made once per step count: its `step` keeps no state, and
-        making one costs about 50 ms, more than a small batch's whole decode."""
-        steps = int(self.config["steps"])
-        if self._ddim is None or self._ddim.num_inference_steps != steps:
-            _, _, ddim_class = diffusers_modules()
-            self._ddim = ddim_class.from_config(self.scheduler.config)
-            self._ddim.set_timesteps(steps)
+        """The DDIM sampler for the configured steps (`ddim_sampler`)."""
+        _, _, ddim_class = diffusers_modules()
+        self._ddim = ddim_sampler(self._ddim, ddim_class, self.scheduler.config, int(self.config["steps"]))
         return self._ddim
 
     @property
@@ -298,6 +294,16 @@ class ConditionalDiffusion(Generator):
             raise WorkbenchError(f"The UNet in {folder} is not the one its generator.json describes "
                                  f"({'; '.join(differ[:4])}).", "The folder mixes two models; train the generator "
                                  "again, or correct generator.json's num_classes, image_shape or config.")
+
+
+def ddim_sampler(current, ddim_class, config, steps: int):
+    """`current` if it is a DDIM sampler over `steps` steps, else a new one of `ddim_class` from `config`: a
+    sampler is made once per step count, since its `step` keeps no state and making one costs about 50 ms, more
+    than a small batch's whole decode. The caller makes `current` None when its schedule changes."""
+    if current is None or current.num_inference_steps != steps:
+        current = ddim_class.from_config(config)
+        current.set_timesteps(steps)
+    return current
 
 
 class WeightAverage:

@@ -261,17 +261,20 @@ def load_generated(ctx: JobContext, project, name: str) -> GenerationResult:
                             summary or summary_rows(arrays), str(how.get("dataset", "")))
 
 
-def generated_for_model(ctx: JobContext, project, name: str, model) -> dict:
-    """The arrays of the generated set `name` of `project`, refused when it was searched against other weights
-    than `model`'s: its misbehaviours are the searched model's (retraining takes them as that model's)."""
-    result = load_generated(ctx, project, name)
-    how = project.load_artifact(name, kind="testset").provenance
+def generated_for_model(ctx: JobContext, project, name: str, model, dataset) -> dict:
+    """The arrays of the generated set `name` of `project`, refused (before they are read) when it was made for
+    another dataset or searched against other weights than `model`'s: its misbehaviours are the searched model's,
+    and retraining takes them as that model's."""
+    how = project.artifacts("testset").get(name, {}).get("provenance", {})
+    if how.get("dataset") and how["dataset"] != dataset.spec:
+        raise WorkbenchError(f"Generated set {name!r} was made for dataset {how['dataset']!r}, not {dataset.spec!r}.",
+                             f"Use the dataset {how['dataset']!r}.")
     stored = how.get("model_fingerprint")
     if stored and stored != model.fingerprint():
         raise WorkbenchError(f"Generated set {name!r} was searched against model {how.get('model')!r} with other "
                              f"weights than {model.name!r}: its misbehaviours are that model's.",
                              "Use the model the set was generated for, or generate a set for this one.")
-    return result.arrays
+    return load_generated(ctx, project, name).arrays
 
 
 def safe_name(text: str) -> str:

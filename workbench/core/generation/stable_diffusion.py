@@ -35,6 +35,7 @@ import shutil
 from pathlib import Path
 
 from workbench.core.errors import WorkbenchError
+from workbench.core.generation.diffusion import ddim_sampler
 from workbench.core.generation.protocol import IMAGE_SHAPE, Generator
 
 PIPELINE = "pipeline"  # the diffusers folder, inside the generator folder
@@ -319,12 +320,8 @@ class StableDiffusion(Generator):
         return self._embeddings[key]
 
     def ddim(self):
-        """The DDIM sampler for the configured steps, made once per step count: its `step` keeps no state, and
-        making one costs about 50 ms, more than a small pipeline's whole decode."""
-        steps = int(self.config["steps"])
-        if self._ddim is None or self._ddim.num_inference_steps != steps:
-            self._ddim = libraries()["scheduler"].from_config(self.ddim_config)
-            self._ddim.set_timesteps(steps)
+        """The DDIM sampler for the configured steps (`ddim_sampler`)."""
+        self._ddim = ddim_sampler(self._ddim, libraries()["scheduler"], self.ddim_config, int(self.config["steps"]))
         return self._ddim
 
     def _sample(self, z, y, guidance: float):

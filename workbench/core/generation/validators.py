@@ -203,7 +203,6 @@ def resolve_validators(spec: str | None, dataset: str) -> Path:
 def choose_validators(dataset, spec: str = "", proxies: bool = True) -> tuple["Validators | None", str]:
     """The validator set a generation judges its inputs with: the folder `spec`, else the bundled set of
     `dataset`; none when `proxies` is off or none is bundled (then with a note saying so)."""
-
     key = dataset.spec
     if not proxies:
         return None, ""
@@ -331,7 +330,6 @@ def fit_thresholds(ctx: JobContext, selforacle, daiv, dataset, reference, seed: 
                    use_mean: bool = False) -> tuple[dict, dict, dict]:
     """The thresholds of the module docstring and their checks: (SelfOracle's gamma fit, DAIV's F1
     threshold, the rejection rates on held-out nominal and on foreign images)."""
-
     key, ref_key = dataset.spec, reference.spec
     test = dataset.splits.get("test")
     order = np.random.default_rng(seed).permutation(len(test))

@@ -206,7 +206,7 @@ def generated_misbehaviours(arrays: dict) -> tuple[np.ndarray, np.ndarray]:
     rows = np.flatnonzero(np.asarray(arrays["found"], dtype=bool) & (np.asarray(arrays["predicted"]) != y))
     origins = [f"{g}\0{s}" for g, s in zip(np.asarray(arrays["generator"])[rows], np.asarray(arrays["seed"])[rows])]
     _, source = np.unique(np.array(origins, dtype=str), return_inverse=True)
-    return rows, -1 - source.reshape(-1).astype(np.int64)
+    return rows, -1 - source.astype(np.int64)
 
 
 def generated_candidates(ctx, model, arrays: dict, eps: float, loss_mode: str = "logits", batch_size: int = 256,
@@ -260,7 +260,6 @@ def held_out_split(source_index, attack, fraction: float = 0.1,
     rng = np.random.default_rng(seed)
     attack = np.asarray(attack)
     sources, inverse = np.unique(np.asarray(source_index), return_inverse=True)
-    inverse = inverse.reshape(-1)
     signature = np.zeros(len(sources), dtype=np.int64)
     for k, name in enumerate(sorted(set(attack.tolist()))):
         hit = np.zeros(len(sources), dtype=bool)

@@ -169,9 +169,9 @@ class RobustnessView(QWidget):
             controls.addWidget(label)
             controls.addWidget(widget)
             controls.addSpacing(6)
-        controls.addStretch(1)
         controls.addWidget(self.generated_button)
         controls.addWidget(self.export_button)
+        controls.addStretch(1)  # the buttons beside the settings: seen even where the view is wider than its window
         self.summary = QLabel()
         self.summary.setObjectName("robustnessSummary")
         self.summary.setWordWrap(True)
@@ -586,12 +586,10 @@ class RobustnessView(QWidget):
     def _list_generated_sets(self) -> None:
         """The project's generated sets, each an action that adds its misbehaviours to the pool."""
         from workbench.core.generation.generated import ROLE
-        from workbench.core.testsets import list_testsets
 
         menu = self.generated_button.menu()
         menu.clear()
-        project = self.session.project
-        names = [t.name for t in list_testsets(project) if t.source.role == ROLE and not t.problem] if project else []
+        names = [t.name for t in self.session.stored_testsets(self.selection.dataset) if t.source.role == ROLE]
         pool = self.base.setup.pool if self.base is not None else None
         for name in names:
             action = menu.addAction(name, lambda name=name: self.add_generated_set(name))
@@ -674,7 +672,7 @@ def join_generated_set(ctx, base: study.RobustnessBase, name: str, project=None)
     from workbench.core.robustness.pool import generated_candidates
 
     setup = base.setup
-    arrays = generated_for_model(ctx.stage(0, 2, f"reading {name}"), project, name, setup.model)
+    arrays = generated_for_model(ctx.stage(0, 2, f"reading {name}"), project, name, setup.model, setup.dataset)
     candidates = generated_candidates(ctx.stage(1, 2, "scoring its misbehaviours"), setup.model, arrays, setup.eps,
                                       setup.pool.params.get("loss_mode", "logits"), what=f"generated set {name!r}")
     joined = study.join_pool(base, candidates)
