@@ -71,7 +71,7 @@ def resolve_eps(args, dataset, stored: float | None = None, stored_what: str = "
     """(ε, where it came from): --eps, --eps-preset, a stored artifact's ε, or the dataset default
     (docs/methods/fol-and-selection.md#attack-budgets-per-dataset)."""
     from workbench.core.errors import WorkbenchError
-    from workbench.core.robustness.attacks import DATASET_EPS, EPS_PRESETS, eps_and_source
+    from workbench.core.robustness.attacks import DATASET_EPS, EPS_PRESETS, dataset_eps_and_source
 
     if args.eps is not None and args.eps_preset:
         raise error("--eps and --eps-preset both set the attack budget.", "Give one of them.")
@@ -84,11 +84,10 @@ def resolve_eps(args, dataset, stored: float | None = None, stored_what: str = "
     elif stored is not None:
         return float(stored), f"recorded in {stored_what[:1].lower()}{stored_what[1:]}"
     else:
-        key = dataset.recipe.get("name", dataset.name)  # a file's own name, not its path
         try:
-            return eps_and_source(key, dataset.image_shape[0])
+            return dataset_eps_and_source(dataset)
         except WorkbenchError:
-            raise error(f"There is no default attack budget for dataset {key!r} (images of "
+            raise error(f"There is no default attack budget for dataset {dataset.name!r} (images of "
                         f"{dataset.image_shape[0]} channels).",
                         f"Pass --eps (in (0, 1], e.g. --eps 0.1) or --eps-preset; defaults exist for "
                         f"{', '.join(DATASET_EPS)}, and for grey and colour images.") from None

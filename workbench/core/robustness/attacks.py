@@ -62,6 +62,11 @@ def eps_and_source(dataset: str, channels: int | None = None) -> tuple[float, st
                          f"of grey or colour images.")
 
 
+def dataset_eps_and_source(dataset) -> tuple[float, str]:
+    """`eps_and_source` of a loaded dataset: by its registered name, or a file's own name (never its path)."""
+    return eps_and_source(dataset.recipe.get("name", dataset.name), dataset.image_shape[0])
+
+
 def check_eps(eps: float) -> float:
     """ε must be a finite number in (0, 1]: inputs live in [0, 1], so a larger budget is meaningless."""
     try:

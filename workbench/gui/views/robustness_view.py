@@ -80,13 +80,12 @@ SELECT_DEBOUNCE_MS = 300
 
 def dataset_eps(dataset) -> tuple[float, str]:
     """The dataset's default ε and a tooltip saying where it comes from."""
-    from workbench.core.robustness.attacks import GREY_EPS, eps_and_source
+    from workbench.core.robustness.attacks import GREY_EPS, dataset_eps_and_source
 
-    name = dataset.recipe.get("name", dataset.name)
     try:
-        eps, source = eps_and_source(name, dataset.image_shape[0])
+        eps, source = dataset_eps_and_source(dataset)
     except WorkbenchError:  # neither grey nor colour: the grey budget, said as a guess
-        return GREY_EPS, f"{name} has no default ε; {GREY_EPS:g} is a common L∞ budget for images in [0, 1]"
+        return GREY_EPS, f"{dataset.name} has no default ε; {GREY_EPS:g} is a common L∞ budget for images in [0, 1]"
     return eps, f"The workbench's {source} (docs/methods/fol-and-selection.md#attack-budgets-per-dataset)"
 
 
